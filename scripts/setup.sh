@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Installs everything zerotrain needs on a fresh Debian 12 machine, then configures and
+# builds it. Idempotent: when everything is present it only runs an incremental build.
+#
+#   ZEROTRAIN_HOME   where the pinned Python environment (torch wheel, peers) lives,
+#                    outside the clone so that every clone shares one multi-GB install
+#                    (default: $HOME/.cache/zerotrain)
+#   ZEROTRAIN_BUILD  build directory (default: build)
+#   ZEROTRAIN_BUILD_TYPE  CMake build type (default: RelWithDebInfo)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TORCH_VERSION=2.15.0   # pinned: LibTorch (C++) and the Python peers come from this wheel
+NUMPY_VERSION=2.4.6
+ZEROTRAIN_HOME=${ZEROTRAIN_HOME:-$HOME/.cache/zerotrain}
+BUILD_DIR=${ZEROTRAIN_BUILD:-build}
+BUILD_TYPE=${ZEROTRAIN_BUILD_TYPE:-RelWithDebInfo}
+
+say() { printf '[setup] %s\n' "$*"; }
+
+# --- Debian packages -------------------------------------------------------------------
+APT_PACKAGES=(
+  build-essential cmake ninja-build ccache git
+  python3-venv
+  nlohmann-json3-dev   # config parsing
+  libcli11-dev         # command-line parsing
+  libfmt-dev libspdlog-dev   # formatting and rank-aware logging
+  libgtest-dev libgmock-dev  # tests
+  libbenchmark-dev     # micro-benchmarks
+)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  say "installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# --- pinned Python environment with the torch wheel ----------------------------------------
+VENV="$ZEROTRAIN_HOME/venv"
+STAMP="$VENV/.zerotrain-torch-$TORCH_VERSION"
+if [ ! -f "$STAMP" ]; then
+  say "creating $VENV with torch==$TORCH_VERSION (a CUDA wheel of several GB; done once per machine)"
+  mkdir -p "$ZEROTRAIN_HOME"
+  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" "numpy==$NUMPY_VERSION"
+  "$VENV/bin/python" -c "import torch; assert torch.__version__.startswith('$TORCH_VERSION'), torch.__version__"
+  touch "$STAMP"
+fi
+TORCH_DIR=$("$VENV/bin/python" - <<'PY'
+import importlib.util, os
+print(os.path.dirname(importlib.util.find_spec("torch").origin))
+PY
+)
+
+# --- configure and build ------------------------------------------------------------------
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  say "configuring $BUILD_DIR ($BUILD_TYPE)"
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
+    -DZEROTRAIN_TORCH_DIR="$TORCH_DIR" -DZEROTRAIN_PYTHON="$VENV/bin/python" >/dev/null
+fi
+say "building"
+cmake --build "$BUILD_DIR" -j "$(nproc)"

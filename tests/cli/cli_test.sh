@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# End-to-end checks of the `zerotrain` command: exit codes and what a user reads.
+# Usage: cli_test.sh ZEROTRAIN_BINARY REPO_ROOT
+set -uo pipefail
+zt=$1
+root=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+
+# expect NAME WANT_RC NEEDLE... -- CMD...: runs CMD, checks the exit code and that the
+# combined output contains every NEEDLE.
+expect() {
+  local name=$1 want=$2
+  shift 2
+  local needles=()
+  while [ "$1" != "--" ]; do needles+=("$1"); shift; done
+  shift
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  local ok=1
+  [ "$rc" -eq "$want" ] || { echo "FAIL $name: exit $rc, want $want"; ok=0; }
+  for n in "${needles[@]}"; do
+    grep -qF -- "$n" <<<"$out" || { echo "FAIL $name: output lacks: $n"; ok=0; }
+  done
+  if [ $ok -eq 1 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "$out" | head -40; fi
+}
+
+expect version 0 "zerotrain 0.1.0" "LibTorch 2." -- "$zt" --version
+expect report 0 "LibTorch" "CPU kernels (ATen)" "SIMD" "ds_config parsing and validation" -- "$zt" report
+expect report_json 0 '"libtorch"' '"simd"' -- "$zt" report --json
+expect no_command 2 "Subcommands" -- "$zt"
+expect bad_flag 2 "--bogus" -- "$zt" config check --bogus x.json
+
+expect example_ok 0 "OK at world size 2" "gradient_accumulation_steps" "[derived]" "[file]" "[default]" -- \
+  "$zt" config check "$root/examples/ds_config_zero2.json" --world_size 2
+
+cat >"$tmp/typo.json" <<'JSON'
+{"train_batch_size": 8,
+ "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memroy": true}}}
+JSON
+expect typo_three_deep 3 "zero_optimization.offload_optimizer.pin_memroy: unknown key; did you mean pin_memory?" -- \
+  "$zt" config check "$tmp/typo.json"
+
+cat >"$tmp/three.json" <<'JSON'
+{"train_batch_size": 8,
+ "zero_optimization": {"stage": 7, "stage3_max_live_parameter": 10},
+ "optimizer": {"type": "AdamW", "params": {"lr": "fast"}}}
+JSON
+expect three_errors 3 "3 problems" "zero_optimization.stage: must be between 0 and 3, got 7" \
+  "zero_optimization.stage3_max_live_parameter: unknown key; did you mean stage3_max_live_parameters?" \
+  "optimizer.params.lr: expected a number or \"auto\", got \"fast\" (a string)" -- "$zt" config check "$tmp/three.json"
+
+expect json_output 3 '"ok": false' '"severity": "error"' '"path": "zero_optimization.stage"' -- \
+  "$zt" config check "$tmp/three.json" --json
+
+cat >"$tmp/unsupported.json" <<'JSON'
+{"train_batch_size": 8, "sparse_attention": {"mode": "fixed"}}
+JSON
+expect not_supported 4 "not supported: sparse_attention: sparse attention is not implemented by zerotrain" -- \
+  "$zt" config check "$tmp/unsupported.json"
+
+cat >"$tmp/batch.json" <<'JSON'
+{"train_batch_size": 33, "train_micro_batch_size_per_gpu": 17}
+JSON
+expect batch_triangle 3 "Gradient accumulation steps: 0 has to be greater than 0" -- \
+  "$zt" config check "$tmp/batch.json" --world_size 2
+
+cat >"$tmp/unknown.json" <<'JSON'
+{"train_batch_size": 8, "some_future_key": 1}
+JSON
+expect unknown_is_error 3 "some_future_key: unknown key" -- "$zt" config check "$tmp/unknown.json"
+expect unknown_opt_out 0 "warning: some_future_key: unknown key, ignored" -- \
+  "$zt" config check "$tmp/unknown.json" --allow_unknown_keys
+
+printf '{"a": 1,\n "a": 2}' >"$tmp/dup.json"
+expect duplicate_keys 3 "duplicate keys" -- "$zt" config check "$tmp/dup.json"
+expect missing_file 3 "no such file" -- "$zt" config check "$tmp/nope.json"
+expect bad_world_size 2 "--world_size must be at least 1" -- "$zt" config check "$tmp/unknown.json" --world_size 0
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

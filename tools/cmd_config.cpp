@@ -1,0 +1,124 @@
+// `zerotrain config check FILE [--world_size N] [--json] [--allow_unknown_keys]`:
+// validate a ds_config.json and print the effective config with each value's source, or
+// every problem found (exit 3; 4 when the only problems are unsupported features).
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tools/commands.h"
+#include "zerotrain/config/config.h"
+#include "zerotrain/config/resolve.h"
+#include "zerotrain/core/error.h"
+
+namespace zerotrain::tools {
+namespace {
+
+using config::Json;
+
+struct CheckOptions {
+  std::string file;
+  int64_t world_size = 1;
+  bool json = false;
+  bool allow_unknown_keys = false;
+};
+
+void flatten(const Json& j, const std::string& prefix, std::vector<std::pair<std::string, Json>>& rows) {
+  for (const auto& [key, value] : j.items()) {
+    std::string path = prefix.empty() ? key : prefix + "." + key;
+    if (value.is_object() && !value.empty()) {
+      flatten(value, path, rows);
+    } else {
+      rows.emplace_back(path, value);
+    }
+  }
+}
+
+const char* severity_name(config::Severity s) {
+  switch (s) {
+    case config::Severity::kError: return "error";
+    case config::Severity::kNotSupported: return "not supported";
+    case config::Severity::kWarning: return "warning";
+  }
+  return "?";
+}
+
+int exit_code_for(const config::Diagnostics& diags) {
+  if (diags.count(config::Severity::kError) > 0) return ConfigError("").exit_code();
+  if (diags.count(config::Severity::kNotSupported) > 0) return NotSupported("").exit_code();
+  return 0;
+}
+
+int run_check(const CheckOptions& opt) {
+  ZT_CHECK(opt.world_size >= 1, UsageError, "--world_size must be at least 1, got ", opt.world_size);
+  Json input = config::read_json_file(opt.file);   // syntax errors throw: nothing else to report
+  config::LoadOptions load{.allow_unknown_keys = opt.allow_unknown_keys, .origin = opt.file};
+  config::Config cfg = config::load_config(input, load);
+  if (!cfg.diagnostics.has_errors()) config::derive_batch(cfg, opt.world_size);
+  const auto& diags = cfg.diagnostics;
+  const int rc = exit_code_for(diags);
+
+  std::vector<std::pair<std::string, Json>> rows;
+  if (rc == 0) flatten(cfg.to_json(), "", rows);
+
+  if (opt.json) {
+    Json out;
+    out["file"] = opt.file;
+    out["world_size"] = opt.world_size;
+    out["ok"] = rc == 0;
+    out["problems"] = Json::array();
+    for (const auto& d : diags.items()) {
+      out["problems"].push_back(
+          {{"severity", severity_name(d.severity)}, {"path", d.path}, {"message", d.message}, {"hint", d.hint}});
+    }
+    if (rc == 0) {
+      out["config"] = cfg.to_json();
+      for (const auto& [path, value] : rows) out["sources"][path] = config::to_string(cfg.source_of(path));
+    }
+    std::cout << out.dump(2) << "\n";
+    return rc;
+  }
+
+  std::ostream& report = rc == 0 ? std::cout : std::cerr;
+  size_t problems = diags.count(config::Severity::kError) + diags.count(config::Severity::kNotSupported);
+  if (rc != 0) {
+    report << opt.file << ": " << problems << (problems == 1 ? " problem" : " problems") << "\n";
+  } else {
+    report << opt.file << ": OK at world size " << opt.world_size << "\n";
+  }
+  for (const auto& d : diags.items()) {
+    report << "  " << severity_name(d.severity) << ": " << d.to_string() << "\n";
+  }
+  if (rc != 0) return rc;
+
+  size_t width = 0;
+  for (const auto& row : rows) width = std::max(width, row.first.size());
+  std::cout << "\neffective config (value [source]):\n";
+  for (const auto& [path, value] : rows) {
+    std::string text = value.dump();
+    std::cout << "  " << path << std::string(width + 2 - path.size(), ' ') << text
+              << std::string(text.size() < 14 ? 14 - text.size() : 1, ' ') << " ["
+              << config::to_string(cfg.source_of(path)) << "]\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_config_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("config", "Work with DeepSpeed config files");
+  sub->require_subcommand(1);
+  auto* check = sub->add_subcommand("check", "Validate a ds_config.json and print the effective config");
+  auto opt = std::make_shared<CheckOptions>();
+  check->add_option("file", opt->file, "The DeepSpeed config (JSON; comments and trailing commas allowed)")
+      ->required();
+  check->add_option("--world_size,--world-size", opt->world_size,
+                    "Data-parallel world size for the batch-size triangle (default 1)");
+  check->add_flag("--json", opt->json, "Print one JSON object (problems, config, sources)");
+  check->add_flag("--allow_unknown_keys,--allow-unknown-keys", opt->allow_unknown_keys,
+                  "Treat unknown keys as warnings (configs for a newer DeepSpeed)");
+  return {sub, [opt] { return run_check(*opt); }};
+}
+
+}  // namespace zerotrain::tools

@@ -1,0 +1,124 @@
+// `zerotrain --version` and `zerotrain report`: what this build is and what it can use,
+// in the spirit of DeepSpeed's ds_report.
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/commands.h"
+#include "tools/torch_info.h"
+#include "zerotrain/core/env.h"
+#include "zerotrain/version.h"
+
+namespace zerotrain::tools {
+namespace {
+
+// CPU feature flags as the kernel reports them (/proc/cpuinfo), so the report shows what
+// the machine has, whatever this binary was compiled for.
+std::set<std::string> cpu_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::set<std::string> flags;
+    for (std::string w; words >> w;) flags.insert(w);
+    return flags;
+  }
+  return {};
+}
+
+// The SIMD features our kernels care about, in the order of their usefulness to us.
+const std::vector<std::string> kSimdOfInterest = {
+    "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+    "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16"};
+
+struct Feature {
+  const char* name;
+  const char* status;
+};
+
+// What this build can do; each issue that lands a capability updates its line.
+const std::vector<Feature> kFeatures = {
+    {"ds_config parsing and validation", "yes"},
+    {"collectives (gloo, mpi, in-process)", "not yet"},
+    {"nccl", "not yet"},
+    {"ZeRO stages 0-3", "not yet"},
+    {"fp16 / bf16 mixed precision", "not yet"},
+    {"CPU / NVMe offload", "not yet"},
+    {"sharded checkpoints", "not yet"},
+    {"launcher", "not yet"},
+    {"memory estimator", "not yet"},
+    {"trainer", "not yet"},
+};
+
+void print_row(const std::string& key, const std::string& value) {
+  std::string dots(key.size() < 28 ? 28 - key.size() : 1, '.');
+  std::cout << "  " << key << " " << dots << " " << value << "\n";
+}
+
+}  // namespace
+
+std::string version_line() {
+  return std::string("zerotrain ") + ZEROTRAIN_VERSION + " (LibTorch " + torch_version() +
+         ", " + ZEROTRAIN_CXX_COMPILER + ", " + ZEROTRAIN_BUILD_TYPE + ")";
+}
+
+Command add_report_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("report", "Show versions, build features and CPU capabilities");
+  auto json = std::make_shared<bool>(false);
+  sub->add_flag("--json", *json, "Print one JSON object instead of a table");
+  return {sub, [json] {
+            TorchInfo torch = torch_info();
+            std::set<std::string> flags = cpu_flags();
+            std::vector<std::string> have, missing;
+            for (const auto& f : kSimdOfInterest) (flags.count(f) ? have : missing).push_back(f);
+            auto omp = env::get("OMP_NUM_THREADS");
+
+            if (*json) {
+              nlohmann::ordered_json out;
+              out["zerotrain"] = ZEROTRAIN_VERSION;
+              out["build_type"] = ZEROTRAIN_BUILD_TYPE;
+              out["compiler"] = ZEROTRAIN_CXX_COMPILER;
+              out["libtorch"] = {{"version", torch.version}, {"cpu_capability", torch.cpu_capability},
+                                 {"blas", torch.blas}, {"threads", torch.num_threads},
+                                 {"gloo", torch.gloo}, {"cuda_build", torch.cuda}};
+              out["cpu"] = {{"hardware_threads", std::thread::hardware_concurrency()},
+                            {"simd", have}, {"simd_missing", missing}};
+              for (const auto& f : kFeatures) out["features"][f.name] = f.status;
+              std::cout << out.dump(2) << "\n";
+              return 0;
+            }
+            auto join = [](const std::vector<std::string>& v) {
+              std::string s;
+              for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
+              return s.empty() ? std::string("none") : s;
+            };
+            std::cout << "zerotrain report\n";
+            std::cout << "versions\n";
+            print_row("zerotrain", std::string(ZEROTRAIN_VERSION) + " (" + ZEROTRAIN_BUILD_TYPE + ")");
+            print_row("LibTorch", torch.version);
+            print_row("compiler", ZEROTRAIN_CXX_COMPILER);
+            std::cout << "LibTorch build\n";
+            print_row("CPU kernels (ATen)", torch.cpu_capability);
+            print_row("BLAS", torch.blas);
+            print_row("threads", std::to_string(torch.num_threads) +
+                                      (omp ? " (OMP_NUM_THREADS=" + *omp + ")" : " (OMP_NUM_THREADS unset)"));
+            print_row("gloo in LibTorch", torch.gloo ? "yes" : "no");
+            print_row("CUDA build", torch.cuda ? "yes (untested here: no GPU)" : "no");
+            std::cout << "CPU\n";
+            print_row("hardware threads", std::to_string(std::thread::hardware_concurrency()));
+            print_row("SIMD", join(have));
+            print_row("SIMD missing", join(missing));
+            std::cout << "zerotrain features\n";
+            for (const auto& f : kFeatures) print_row(f.name, f.status);
+            return 0;
+          }};
+}
+
+}  // namespace zerotrain::tools

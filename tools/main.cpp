@@ -1,0 +1,37 @@
+// The `zerotrain` command. The only place that maps exceptions to exit codes:
+//   0 success, 1 other error, 2 usage, 3 config, 4 not supported, 5 comm, 6 timeout,
+//   7 io, 8 checkpoint, 70 internal (a bug). See docs/errors.md.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <vector>
+
+#include "tools/commands.h"
+#include "zerotrain/core/error.h"
+
+int main(int argc, char** argv) {
+  namespace zt = zerotrain::tools;
+  CLI::App app{"zerotrain: DeepSpeed's ZeRO training engine in C++ on LibTorch", "zerotrain"};
+  app.set_version_flag("--version", zt::version_line());
+  app.require_subcommand(0, 1);
+  std::vector<zt::Command> commands = {zt::add_report_command(app), zt::add_config_command(app)};
+  try {
+    app.parse(argc, argv);
+    for (const auto& command : commands) {
+      if (command.app->parsed()) return command.run();
+    }
+    std::cout << app.help();
+    return 2;
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  } catch (const zerotrain::Error& e) {
+    std::fprintf(stderr, "zerotrain: %s\n", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zerotrain: unexpected error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,114 @@
+// Checks that span more than one block. Each mirrors a DeepSpeed assertion (named in the
+// comment) or closes a case DeepSpeed lets through silently.
+#include <cmath>
+#include <string>
+
+#include "zerotrain/config/config.h"
+#include "zerotrain/core/error.h"
+
+namespace zerotrain::config {
+namespace {
+
+bool offloads(const auto& block) { return block && block->device != OffloadDevice::kNone; }
+
+void check_precision(const Config& c, Diagnostics& diags) {
+  // config.py: 'bfloat16 and fp16 modes cannot be simultaneously enabled'
+  if (c.fp16_enabled() && c.bf16_enabled()) {
+    diags.error("bf16.enabled", "fp16 and bf16 cannot both be enabled", "enable one of them");
+  }
+  // config.py: fp16_master_weights_and_grads needs ZeRO-2 with CPU optimizer offload
+  const auto& z = c.zero_optimization;
+  if (c.fp16.fp16_master_weights_and_grads &&
+      !(z.stage == 2 && z.offload_optimizer && z.offload_optimizer->device == OffloadDevice::kCpu)) {
+    diags.error("fp16.fp16_master_weights_and_grads",
+                "only supported with ZeRO stage 2 and offload_optimizer.device \"cpu\"",
+                "set zero_optimization.stage to 2 with CPU optimizer offload, or remove the key");
+  }
+}
+
+void check_zero(const Config& c, Diagnostics& diags) {
+  const auto& z = c.zero_optimization;
+  // DeepSpeed ignores offload_param below stage 3; asking for it there is a mistake.
+  if (offloads(z.offload_param) && z.stage != 3) {
+    diags.error("zero_optimization.offload_param", "parameter offload needs ZeRO stage 3, but stage is " +
+                                                       std::to_string(z.stage),
+                "set zero_optimization.stage to 3, or remove offload_param");
+  }
+  if (offloads(z.offload_optimizer) && z.stage == 0) {
+    diags.error("zero_optimization.offload_optimizer", "optimizer offload needs ZeRO stage 1, 2 or 3",
+                "set zero_optimization.stage, or remove offload_optimizer");
+  }
+  if (z.offload_optimizer && z.offload_optimizer->ratio < 1.0 && z.stage != 3) {
+    diags.error("zero_optimization.offload_optimizer.ratio", "Partial offloading only supported for ZeRO Stage 3",
+                "set ratio to 1.0");
+  }
+  for (const auto& [name, device, nvme_path] :
+       {std::tuple{"offload_param", z.offload_param ? z.offload_param->device : OffloadDevice::kNone,
+                   z.offload_param ? z.offload_param->nvme_path : std::nullopt},
+        std::tuple{"offload_optimizer", z.offload_optimizer ? z.offload_optimizer->device : OffloadDevice::kNone,
+                   z.offload_optimizer ? z.offload_optimizer->nvme_path : std::nullopt}}) {
+    if (device == OffloadDevice::kNvme && (!nvme_path || nvme_path->empty())) {
+      diags.error(std::string("zero_optimization.") + name + ".nvme_path", "required with device \"nvme\"",
+                  "give a directory on a fast local disk");
+    }
+  }
+  // stage_1_and_2.py: allgather_bucket_size must be a multiple of nccl_start_alignment_factor, 2
+  if ((z.stage == 1 || z.stage == 2) && z.allgather_bucket_size % 2 != 0) {
+    diags.error("zero_optimization.allgather_bucket_size",
+                "must be a multiple of 2 for stages 1 and 2, got " + std::to_string(z.allgather_bucket_size));
+  }
+  // stage_1_and_2.py asserts postscale and no predivide when gradients are reduce-scattered.
+  if (z.stage == 2 && z.reduce_scatter) {
+    if (c.prescale_gradients) {
+      diags.error("prescale_gradients", "not supported with ZeRO stage 2 and reduce_scatter",
+                  "set prescale_gradients to false (gradients are averaged after the reduce-scatter)");
+    }
+    if (c.gradient_predivide_factor != 1.0) {
+      diags.error("gradient_predivide_factor", "must be 1.0 with ZeRO stage 2 and reduce_scatter");
+    }
+  }
+}
+
+void check_optimizer(const Config& c, Diagnostics& diags) {
+  if (!c.optimizer || c.optimizer->type.empty()) return;
+  // engine.py: ZeRO with an optimizer outside ZERO_SUPPORTED_OPTIMIZERS needs the opt-in.
+  auto kind = c.optimizer->kind;
+  bool zero_tested = kind == OptimizerKind::kAdam || kind == OptimizerKind::kAdamW ||
+                     kind == OptimizerKind::kAdagrad || kind == OptimizerKind::kLion;
+  if (c.zero_optimization.stage > 0 && !zero_tested && !c.zero_allow_untested_optimizer) {
+    diags.error("optimizer.type", "\"" + c.optimizer->type + "\" is not a ZeRO-tested optimizer",
+                "add \"zero_allow_untested_optimizer\": true to use it with ZeRO (DeepSpeed requires the same)");
+  }
+}
+
+void check_scheduler(const Config& c, Diagnostics& diags) {
+  if (!c.scheduler) return;
+  if (const auto* p = std::get_if<WarmupCosineLRParams>(&c.scheduler->params)) {
+    const auto& total = p->total_num_steps.value;
+    if (!p->total_num_steps.is_auto && !p->warmup_num_steps.is_auto && total &&
+        *total <= p->warmup_num_steps.value) {
+      diags.error("scheduler.params.total_num_steps",
+                  "must be greater than warmup_num_steps (" + std::to_string(p->warmup_num_steps.value) +
+                      "); DeepSpeed would divide by zero or decay from a negative span");
+    }
+  }
+  if (const auto* p = std::get_if<OneCycleParams>(&c.scheduler->params)) {
+    if (p->cycle_min_lr && p->cycle_max_lr && *p->cycle_min_lr > *p->cycle_max_lr) {
+      diags.error("scheduler.params.cycle_min_lr", "is greater than cycle_max_lr", "swap them");
+    }
+  }
+}
+
+}  // namespace
+
+void check_consistency(const Config& config, Diagnostics& diags) {
+  check_precision(config, diags);
+  check_zero(config, diags);
+  check_optimizer(config, diags);
+  check_scheduler(config, diags);
+  if (config.vocabulary_size && *config.vocabulary_size % 8 != 0) {
+    diags.warning("vocabulary_size", "not a multiple of 8", "pad the vocabulary for faster matrix multiplies");
+  }
+}
+
+}  // namespace zerotrain::config

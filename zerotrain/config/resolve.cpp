@@ -1,0 +1,209 @@
+#include "zerotrain/config/resolve.h"
+
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "zerotrain/config/batch.h"
+#include "zerotrain/core/error.h"
+
+namespace zerotrain::config {
+namespace {
+
+using detail::str;
+
+// Which Trainer argument fills each "auto" key, for messages.
+const std::map<std::string, std::string>& auto_sources() {
+  static const std::map<std::string, std::string> m = {
+      {"train_batch_size", "world_size * per_device_train_batch_size * gradient_accumulation_steps"},
+      {"train_micro_batch_size_per_gpu", "--per_device_train_batch_size"},
+      {"gradient_accumulation_steps", "--gradient_accumulation_steps"},
+      {"gradient_clipping", "--max_grad_norm"},
+      {"optimizer.params.lr", "--learning_rate"},
+      {"optimizer.params.betas", "--adam_beta1 and --adam_beta2"},
+      {"optimizer.params.eps", "--adam_epsilon"},
+      {"optimizer.params.weight_decay", "--weight_decay"},
+      {"scheduler.params.warmup_min_lr", "0"},
+      {"scheduler.params.warmup_max_lr", "--learning_rate"},
+      {"scheduler.params.warmup_num_steps", "--warmup_steps or --warmup_ratio"},
+      {"scheduler.params.total_num_steps", "the number of training steps"},
+      {"fp16.enabled", "--fp16"},
+      {"bf16.enabled", "--bf16"},
+      {"zero_optimization.reduce_bucket_size", "the model's hidden size (hidden_size^2)"},
+      {"zero_optimization.prefetch_bucket_size", "the model's hidden size (0.9 * hidden_size^2)"},
+      {"zero_optimization.param_persistence_threshold", "the model's hidden size (10 * hidden_size)"},
+  };
+  return m;
+}
+
+template <class T>
+std::string show(const T& v) {
+  std::ostringstream out;
+  if constexpr (requires { v.has_value(); }) {
+    if (!v) return "null";
+    out << *v;
+  } else if constexpr (requires { v[0]; v.size(); }) {
+    out << "[" << v[0] << ", " << v[1] << "]";
+  } else {
+    out << std::boolalpha << v;
+  }
+  return out.str();
+}
+
+// One "fill_match": an "auto" value takes `hf`; a value from the file must equal it.
+class Filler {
+ public:
+  Filler(Config& config) : config_(config) {}
+
+  template <class T, class H>
+  void match(const std::string& path, Auto<T>& field, const H& hf, const std::string& hf_name) {
+    if (field.is_auto) {
+      field.value = T(hf);
+      field.is_auto = false;
+      config_.sources[path] = Source::kAuto;
+    } else if (config_.source_of(path) == Source::kFile && !(field.value == T(hf))) {
+      mismatches_.push_back(str("- ds ", path, "=", show(field.value), " vs hf ", hf_name, "=", show(T(hf))));
+    }
+  }
+  template <class T, class H>
+  void fill_only(const std::string& path, Auto<T>& field, const H& value) {
+    if (!field.is_auto) return;
+    field.value = T(value);
+    field.is_auto = false;
+    config_.sources[path] = Source::kAuto;
+  }
+
+  void throw_if_mismatched() const {
+    if (mismatches_.empty()) return;
+    std::string text = "config values mismatch the Trainer arguments:";
+    for (const auto& m : mismatches_) text += "\n  " + m;
+    text += "\n  set these keys to \"auto\" to take the Trainer's values, or pass matching arguments";
+    throw ConfigError(text);
+  }
+
+ private:
+  Config& config_;
+  std::vector<std::string> mismatches_;
+};
+
+template <class Params>
+void fill_optimizer_params(Filler& f, Params& p, const TrainerArgs& a) {
+  f.match("optimizer.params.lr", p.lr, a.learning_rate, "learning_rate");
+  if constexpr (requires { p.betas; }) {
+    f.match("optimizer.params.betas", p.betas, std::array<double, 2>{a.adam_beta1, a.adam_beta2},
+            "adam_beta1+adam_beta2");
+  }
+  if constexpr (requires { p.eps; }) f.match("optimizer.params.eps", p.eps, a.adam_epsilon, "adam_epsilon");
+  f.match("optimizer.params.weight_decay", p.weight_decay, a.weight_decay, "weight_decay");
+}
+
+int64_t warmup_steps(const TrainerArgs& a, int64_t total) {
+  return a.warmup_steps > 0 ? a.warmup_steps
+                            : static_cast<int64_t>(std::ceil(static_cast<double>(total) * a.warmup_ratio));
+}
+
+}  // namespace
+
+void resolve_auto(Config& c, const TrainerArgs& a) {
+  Filler f(c);
+  using OptI = std::optional<int64_t>;
+  f.match("train_micro_batch_size_per_gpu", c.train_micro_batch_size_per_gpu,
+          OptI(a.per_device_train_batch_size), "per_device_train_batch_size");
+  f.match("gradient_accumulation_steps", c.gradient_accumulation_steps, OptI(a.gradient_accumulation_steps),
+          "gradient_accumulation_steps");
+  f.match("train_batch_size", c.train_batch_size,
+          OptI(a.world_size * a.per_device_train_batch_size * a.gradient_accumulation_steps),
+          "train_batch_size (calculated)");
+  f.match("gradient_clipping", c.gradient_clipping, a.max_grad_norm, "max_grad_norm");
+  if (c.optimizer) {
+    std::visit([&](auto& p) { fill_optimizer_params(f, p, a); }, c.optimizer->params);
+  }
+  f.match("fp16.enabled", c.fp16.enabled, a.fp16, "fp16");
+  f.match("bf16.enabled", c.bf16.enabled, a.bf16, "bf16");
+
+  if (c.scheduler) {
+    std::visit(
+        [&](auto& p) {
+          if constexpr (requires { p.warmup_min_lr; }) {
+            f.fill_only("scheduler.params.warmup_min_lr", p.warmup_min_lr, 0.0);
+            f.match("scheduler.params.warmup_max_lr", p.warmup_max_lr, a.learning_rate, "learning_rate");
+          }
+          if constexpr (requires { p.total_num_steps; }) {
+            if (a.num_training_steps) {
+              f.match("scheduler.params.total_num_steps", p.total_num_steps, OptI(*a.num_training_steps),
+                      "num_training_steps (calculated)");
+              f.match("scheduler.params.warmup_num_steps", p.warmup_num_steps,
+                      warmup_steps(a, *a.num_training_steps), "warmup_steps");
+            }
+          } else if constexpr (requires { p.warmup_num_steps; }) {
+            if (a.num_training_steps) {
+              f.match("scheduler.params.warmup_num_steps", p.warmup_num_steps,
+                      warmup_steps(a, *a.num_training_steps), "warmup_steps");
+            }
+          }
+        },
+        c.scheduler->params);
+  }
+
+  auto& z = c.zero_optimization;
+  if (a.hidden_size) {
+    int64_t h = *a.hidden_size;
+    f.fill_only("zero_optimization.reduce_bucket_size", z.reduce_bucket_size, h * h);
+    if (z.stage == 3) {
+      f.fill_only("zero_optimization.prefetch_bucket_size", z.prefetch_bucket_size,
+                  static_cast<int64_t>(0.9 * static_cast<double>(h * h)));
+      f.fill_only("zero_optimization.param_persistence_threshold", z.param_persistence_threshold, 10 * h);
+    }
+  }
+  f.throw_if_mismatched();
+}
+
+void derive_batch(Config& c, int64_t world_size) {
+  if (c.train_batch_size.is_auto || c.train_micro_batch_size_per_gpu.is_auto ||
+      c.gradient_accumulation_steps.is_auto) {
+    return;
+  }
+  auto sizes = derive_batch_sizes({c.train_batch_size.value, c.train_micro_batch_size_per_gpu.value,
+                                   c.gradient_accumulation_steps.value},
+                                  world_size, c.diagnostics);
+  if (!sizes) return;
+  auto set = [&](const char* path, Auto<std::optional<int64_t>>& field, int64_t value) {
+    if (!field.value) c.sources[path] = Source::kDerived;
+    field.value = value;
+  };
+  set("train_batch_size", c.train_batch_size, sizes->train_batch_size);
+  set("train_micro_batch_size_per_gpu", c.train_micro_batch_size_per_gpu, sizes->micro_batch_per_gpu);
+  set("gradient_accumulation_steps", c.gradient_accumulation_steps, sizes->gradient_accumulation_steps);
+}
+
+void finalize(Config& c, int64_t world_size) {
+  auto& z = c.zero_optimization;
+  // Outside stage 3 these are unused; DeepSpeed drops their "auto" and keeps the default.
+  if (z.stage != 3) {
+    for (auto* field : {&z.prefetch_bucket_size, &z.param_persistence_threshold}) field->is_auto = false;
+  }
+  Diagnostics problems;
+  for (const auto& path : c.unresolved_auto_keys()) {
+    auto it = auto_sources().find(path);
+    problems.error(path, "still \"auto\" when the engine starts",
+                   it == auto_sources().end() ? "give a value"
+                                              : "give a value, or let the Trainer fill it from " + it->second);
+  }
+  problems.throw_if_errors("");
+  size_t before = c.diagnostics.items().size();
+  derive_batch(c, world_size);
+  Diagnostics batch_problems;
+  for (size_t i = before; i < c.diagnostics.items().size(); ++i) {
+    const auto& d = c.diagnostics.items()[i];
+    if (d.severity != Severity::kWarning) batch_problems.error(d.path, d.message, d.hint);
+  }
+  batch_problems.throw_if_errors(str("batch sizes at world size ", world_size));
+  if (c.source_of("zero_optimization.overlap_comm") == Source::kDefault) {
+    z.overlap_comm = z.effective_overlap_comm();
+    c.sources["zero_optimization.overlap_comm"] = Source::kDerived;
+  }
+}
+
+}  // namespace zerotrain::config
