@@ -119,7 +119,15 @@ TEST(ConfigDeprecated, BooleanZeroOptimizationMeansStage1) {
   EXPECT_EQ(c.zero_optimization.stage, 1);
   EXPECT_EQ(c.zero_optimization.allgather_bucket_size, 1000);
   EXPECT_TRUE(contains(warnings(c), "zero_optimization: the boolean form is deprecated")) << warnings(c);
+  EXPECT_EQ(c.source_of("zero_optimization.stage"), Source::kDerived);
+  EXPECT_EQ(c.source_of("zero_optimization.allgather_bucket_size"), Source::kDerived);
   EXPECT_EQ(load(R"({"zero_optimization": false})").zero_optimization.stage, 0);
+
+  // Beside the object form allgather_size means nothing: it must not override the block.
+  Config object = load(R"({"zero_optimization": {"stage": 1, "allgather_bucket_size": 2000}, "allgather_size": 1000})");
+  EXPECT_EQ(errors(object), "");
+  EXPECT_EQ(object.zero_optimization.allgather_bucket_size, 2000);
+  EXPECT_TRUE(contains(warnings(object), "allgather_size: ignored")) << warnings(object);
 }
 
 TEST(ConfigRemoved, LegacyStage1AndElasticityAreErrorsWithHints) {
@@ -142,8 +150,10 @@ TEST(ConfigStrict, TypoThreeLevelsDeepNamesItsPathAndASuggestion) {
 TEST(ConfigStrict, KeyAtTheWrongLevelPointsToWhereItBelongs) {
   Config c = load(R"({"zero_optimization": {"stage": 3, "aio": {}}, "stage3_max_live_parameters": 5})");
   std::string e = errors(c);
-  EXPECT_TRUE(contains(e, "zero_optimization.aio: unknown key; did you mean aio?")) << e;
+  EXPECT_TRUE(contains(e, "zero_optimization.aio: unknown key; did you mean aio? (it belongs there)")) << e;
   EXPECT_TRUE(contains(e, "stage3_max_live_parameters: unknown key")) << e;
+  Config top = load(R"({"offload_optimizer": {"device": "cpu"}})");
+  EXPECT_TRUE(contains(errors(top), "did you mean zero_optimization.offload_optimizer?")) << errors(top);
 }
 
 TEST(ConfigStrict, EveryErrorIsReportedNotJustTheFirst) {

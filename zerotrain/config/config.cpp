@@ -24,16 +24,29 @@ void collect_auto(const Json& j, const std::string& prefix, std::vector<std::str
   }
 }
 
-// DeepSpeed's legacy boolean form: "zero_optimization": true means stage 1 (with
-// allgather_bucket_size taken from the top-level "allgather_size"), false means stage 0.
+// DeepSpeed's legacy boolean form: "zero_optimization": true means stage 1 with
+// allgather_bucket_size taken from the top-level "allgather_size"; false means stage 0.
+// "allgather_size" means nothing beside the object form (DeepSpeed ignores it there).
 Json normalize_legacy_forms(const Json& input, Diagnostics& diags) {
   Json json = input;
   auto zero = json.find("zero_optimization");
-  if (zero != json.end() && zero->is_boolean()) {
+  const bool boolean_form = zero != json.end() && zero->is_boolean();
+  std::optional<Json> allgather_size;
+  if (auto it = json.find("allgather_size"); it != json.end()) {
+    allgather_size = *it;
+    json.erase(it);
+    if (!boolean_form) {
+      diags.warning("allgather_size", "ignored: it only applies to the boolean form of zero_optimization",
+                    "remove it; set zero_optimization.allgather_bucket_size instead");
+    }
+  }
+  if (boolean_form) {
     bool on = zero->get<bool>();
     diags.warning("zero_optimization", "the boolean form is deprecated",
                   on ? "write {\"stage\": 1} instead of true" : "write {\"stage\": 0} instead of false");
-    *zero = Json{{"stage", on ? 1 : 0}};
+    Json block = {{"stage", on ? 1 : 0}};
+    if (on && allgather_size) block["allgather_bucket_size"] = *allgather_size;
+    *zero = block;
   }
   return json;
 }
@@ -53,6 +66,14 @@ Config load_config(const Json& input, const LoadOptions& options) {
   Reader reader(&json, "", ctx);
   config.visit(reader);
   reader.finish();
+  if (json.contains("zero_optimization") && input.contains("zero_optimization") &&
+      input["zero_optimization"].is_boolean()) {
+    // The reader marked the rewritten keys as set by the file; they were derived from it.
+    config.sources["zero_optimization.stage"] = Source::kDerived;
+    if (json["zero_optimization"].contains("allgather_bucket_size")) {
+      config.sources["zero_optimization.allgather_bucket_size"] = Source::kDerived;
+    }
+  }
   check_consistency(config, config.diagnostics);
   return config;
 }

@@ -62,11 +62,6 @@ void Config::visit(V& v) {
   v.removed("elasticity",
             "DeepSpeed removed elastic training (PR #8563); delete the block. To change the "
             "world size, resume from a checkpoint: zerotrain checkpoints reshard to any world size");
-  // Only meaningful with the boolean form of zero_optimization (rewritten on load).
-  v.deprecated("allgather_size", "zero_optimization.allgather_bucket_size", [this](const Json& j) {
-    std::string expected;
-    ValueTraits<int64_t>::read(j, zero_optimization.allgather_bucket_size, expected);
-  });
 }
 
 }  // namespace zerotrain::config

@@ -20,7 +20,7 @@
 namespace zerotrain::config {
 
 // A value that HF's Trainer may fill: the file says "auto" and resolve_auto() sets it from
-// the Trainer arguments (see config/auto_resolve.h).
+// the Trainer arguments (see config/resolve.h).
 template <class T>
 struct Auto {
   T value{};

@@ -152,7 +152,9 @@ void Reader::feature_block(std::string_view key, Json& member, std::string_view 
   ctx_.sources[path] = Source::kFile;
   if (asks_for_something(*value)) {
     ctx_.diags.not_supported(path, detail::str(feature, " is not implemented by zerotrain"),
-                             "remove the block or set its \"enabled\" flags to false");
+                             has_enabled_key(*value, /*want_true=*/false)
+                                 ? "remove the block or set its \"enabled\" flags to false"
+                                 : "remove the block");
   }
 }
 
@@ -160,15 +162,20 @@ void Reader::finish() {
   if (object_ == nullptr) return;
   for (const auto& [key, value] : object_->items()) {
     if (consumed_.contains(key)) continue;
+    // A key that exists verbatim at another level most likely belongs there; otherwise
+    // look for a typo of a key of this block.
     std::string hint;
-    if (auto near = strings::closest_match(key, known_)) {
-      hint = "did you mean " + *near + "?";
-    } else if (ctx_.schema_paths != nullptr) {
-      std::vector<std::string> elsewhere;
+    std::vector<std::string> elsewhere;
+    if (ctx_.schema_paths != nullptr) {
+      const std::string here = path_of(key);
       for (const auto& p : *ctx_.schema_paths) {
-        if (last_component(p) == key) elsewhere.push_back(p);
+        if (last_component(p) == key && p != here) elsewhere.push_back(p);
       }
-      if (!elsewhere.empty()) hint = "did you mean " + strings::join_words(elsewhere) + "? (it belongs there)";
+    }
+    if (!elsewhere.empty()) {
+      hint = "did you mean " + strings::join_words(elsewhere) + "? (it belongs there)";
+    } else if (auto near = strings::closest_match(key, known_)) {
+      hint = "did you mean " + *near + "?";
     }
     if (hint.empty()) hint = "remove it (DeepSpeed would reject or ignore it); see docs/config.md";
     if (ctx_.unknown_keys_are_errors) {

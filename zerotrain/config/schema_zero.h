@@ -130,7 +130,7 @@ struct ZeroConfig {
             {.alias = "stage3_use_all_reduce_for_fetch_params", .unsupported = "all-reduce parameter fetch"});
     v.field("ignore_unused_parameters", ignore_unused_parameters);
     v.field("round_robin_gradients", round_robin_gradients, {.unsupported = "round-robin gradient placement"});
-    v.field("zero_hpz_partition_size", zero_hpz_partition_size, {.min = 1, .unsupported = "ZeRO++ hierarchical partitioning"});
+    v.field("zero_hpz_partition_size", zero_hpz_partition_size, {.min = 0, .unsupported = "ZeRO++ hierarchical partitioning"});
     v.field("zero_quantized_weights", zero_quantized_weights, {.unsupported = "ZeRO++ quantized weights"});
     v.field("zero_quantized_nontrainable_weights", zero_quantized_nontrainable_weights,
             {.unsupported = "ZeRO++ quantized weights"});
