@@ -4,6 +4,7 @@
 #include "zerotrain/config/writer.h"
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/logging.h"
 
 namespace zerotrain::config {
 namespace {
@@ -81,6 +82,12 @@ Config load_config(const Json& input, const LoadOptions& options) {
 Config Config::from_json(const Json& json, const LoadOptions& options) {
   Config config = load_config(json, options);
   config.diagnostics.throw_if_errors(options.origin);
+  // Every rank reads the same file: one copy of each warning is enough.
+  if (env::rank_from_env().value_or(0) == 0) {
+    for (const auto& d : config.diagnostics.items()) {
+      ZT_LOG_WARN("[config] {}: {}", options.origin, d.to_string());
+    }
+  }
   return config;
 }
 
