@@ -52,7 +52,16 @@ int exit_code_for(const config::Diagnostics& diags) {
 
 int run_check(const CheckOptions& opt) {
   ZT_CHECK(opt.world_size >= 1, UsageError, "--world_size must be at least 1, got ", opt.world_size);
-  Json input = config::read_json_file(opt.file);   // syntax errors throw: nothing else to report
+  Json input;
+  try {
+    input = config::read_json_file(opt.file);   // a syntax error stops here: nothing else to check
+  } catch (const ConfigError& e) {
+    if (!opt.json) throw;
+    Json out = {{"file", opt.file}, {"world_size", opt.world_size}, {"ok", false},
+                {"problems", Json::array({{{"severity", "error"}, {"path", ""}, {"message", e.message()}, {"hint", ""}}})}};
+    std::cout << out.dump(2) << "\n";
+    return e.exit_code();
+  }
   config::LoadOptions load{.allow_unknown_keys = opt.allow_unknown_keys, .origin = opt.file};
   config::Config cfg = config::load_config(input, load);
   if (!cfg.diagnostics.has_errors()) config::derive_batch(cfg, opt.world_size);

@@ -77,6 +77,7 @@ expect unknown_opt_out 0 "warning: some_future_key: unknown key, ignored" -- \
 
 printf '{"a": 1,\n "a": 2}' >"$tmp/dup.json"
 expect duplicate_keys 3 "duplicate keys" -- "$zt" config check "$tmp/dup.json"
+expect duplicate_keys_json 3 '"ok": false' "duplicate keys" -- "$zt" config check "$tmp/dup.json" --json
 expect missing_file 3 "no such file" -- "$zt" config check "$tmp/nope.json"
 expect bad_world_size 2 "--world_size must be at least 1" -- "$zt" config check "$tmp/unknown.json" --world_size 0
 
