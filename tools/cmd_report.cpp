@@ -58,7 +58,7 @@ const std::vector<Feature> kFeatures = {
 };
 
 void print_row(const std::string& key, const std::string& value) {
-  std::string dots(key.size() < 28 ? 28 - key.size() : 1, '.');
+  std::string dots(key.size() < 38 ? 38 - key.size() : 1, '.');
   std::cout << "  " << key << " " << dots << " " << value << "\n";
 }
 

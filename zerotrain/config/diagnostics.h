@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,7 @@ enum class Source {
   kAutoPending,   // "auto" in the file, not resolved yet
 };
 const char* to_string(Source source);
+inline std::ostream& operator<<(std::ostream& out, Source source) { return out << to_string(source); }
 
 using SourceMap = std::map<std::string, Source>;   // JSON path -> source
 
