@@ -28,14 +28,21 @@ void collect_auto(const Json& j, const std::string& prefix, std::vector<std::str
 // DeepSpeed's legacy boolean form: "zero_optimization": true means stage 1 with
 // allgather_bucket_size taken from the top-level "allgather_size"; false means stage 0.
 // "allgather_size" means nothing beside the object form (DeepSpeed ignores it there).
-Json normalize_legacy_forms(const Json& input, Diagnostics& diags) {
-  Json json = input;
+struct Normalized {
+  Json json;
+  std::vector<std::string> derived_paths;   // keys the rewrite set: Source::kDerived
+};
+
+Normalized normalize_legacy_forms(const Json& input, Diagnostics& diags) {
+  Normalized out{input, {}};
+  Json& json = out.json;
   auto zero = json.find("zero_optimization");
   const bool boolean_form = zero != json.end() && zero->is_boolean();
   std::optional<Json> allgather_size;
   if (auto it = json.find("allgather_size"); it != json.end()) {
     allgather_size = *it;
     json.erase(it);
+    zero = json.find("zero_optimization");   // erase invalidated the iterator
     if (!boolean_form) {
       diags.warning("allgather_size", "ignored: it only applies to the boolean form of zero_optimization",
                     "remove it; set zero_optimization.allgather_bucket_size instead");
@@ -46,10 +53,14 @@ Json normalize_legacy_forms(const Json& input, Diagnostics& diags) {
     diags.warning("zero_optimization", "the boolean form is deprecated",
                   on ? "write {\"stage\": 1} instead of true" : "write {\"stage\": 0} instead of false");
     Json block = {{"stage", on ? 1 : 0}};
-    if (on && allgather_size) block["allgather_bucket_size"] = *allgather_size;
+    out.derived_paths.push_back("zero_optimization.stage");
+    if (on && allgather_size) {
+      block["allgather_bucket_size"] = *allgather_size;
+      out.derived_paths.push_back("zero_optimization.allgather_bucket_size");
+    }
     *zero = block;
   }
-  return json;
+  return out;
 }
 
 }  // namespace
@@ -60,21 +71,15 @@ Config load_config(const Json& input, const LoadOptions& options) {
     config.diagnostics.error("", "the config must be a JSON object ({...}), got " + describe_json(input));
     return config;
   }
-  Json json = normalize_legacy_forms(input, config.diagnostics);
+  Normalized normalized = normalize_legacy_forms(input, config.diagnostics);
   bool allow_unknown = options.allow_unknown_keys ||
                        env::get_bool("ZEROTRAIN_ALLOW_UNKNOWN_KEYS").value_or(false);
   ReadContext ctx{config.diagnostics, config.sources, !allow_unknown, &schema_paths()};
-  Reader reader(&json, "", ctx);
+  Reader reader(&normalized.json, "", ctx);
   config.visit(reader);
   reader.finish();
-  if (json.contains("zero_optimization") && input.contains("zero_optimization") &&
-      input["zero_optimization"].is_boolean()) {
-    // The reader marked the rewritten keys as set by the file; they were derived from it.
-    config.sources["zero_optimization.stage"] = Source::kDerived;
-    if (json["zero_optimization"].contains("allgather_bucket_size")) {
-      config.sources["zero_optimization.allgather_bucket_size"] = Source::kDerived;
-    }
-  }
+  // The reader saw the rewritten keys as written in the file; they were derived from it.
+  for (const auto& path : normalized.derived_paths) config.sources[path] = Source::kDerived;
   check_consistency(config, config.diagnostics);
   return config;
 }
