@@ -27,6 +27,9 @@ APT_PACKAGES=(
   libfmt-dev libspdlog-dev   # formatting and rank-aware logging
   libgtest-dev libgmock-dev  # tests
   libbenchmark-dev     # micro-benchmarks
+  libgloo-dev          # Gloo headers for c10d's ProcessGroupGloo (the wheel ships none)
+  libopenmpi-dev openmpi-bin   # the MPI backend and mpirun
+  iproute2             # network namespaces for the two-host test
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -90,7 +90,7 @@ Config Config::from_json(const Json& json, const LoadOptions& options) {
   // Every rank reads the same file: one copy of each warning is enough.
   if (env::rank_from_env().value_or(0) == 0) {
     for (const auto& d : config.diagnostics.items()) {
-      ZT_LOG_WARN("[config] {}: {}", options.origin, d.to_string());
+      ZT_LOG_WARN("[config] ", options.origin, ": ", d.to_string());
     }
   }
   return config;

@@ -1,9 +1,9 @@
 #include "zerotrain/core/logging.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <cstdlib>
-#include <string>
 
 #include "zerotrain/core/env.h"
 
@@ -24,13 +24,25 @@ std::shared_ptr<spdlog::logger> make_logger() {
   return lg;
 }
 
-}  // namespace
-
 spdlog::logger& logger() {
   static std::shared_ptr<spdlog::logger> instance = make_logger();
   return *instance;
 }
 
+spdlog::level::level_enum to_spdlog(Level level) {
+  switch (level) {
+    case Level::kDebug: return spdlog::level::debug;
+    case Level::kInfo: return spdlog::level::info;
+    case Level::kWarn: return spdlog::level::warn;
+    case Level::kError: return spdlog::level::err;
+  }
+  return spdlog::level::info;
+}
+
+}  // namespace
+
+bool enabled(Level level) { return logger().should_log(to_spdlog(level)); }
+void write(Level level, const std::string& message) { logger().log(to_spdlog(level), "{}", message); }
 void set_rank(int rank) { logger().set_pattern(pattern_for(rank)); }
 
 }  // namespace zerotrain::log

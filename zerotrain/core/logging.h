@@ -1,21 +1,34 @@
 // Rank-aware logging on spdlog. Every line carries the rank once a rank is known:
 //   [2026-11-22 10:00:00.123] [warn] [rank 1] message
 // Level from ZEROTRAIN_LOG_LEVEL (trace, debug, info, warn, error, off; default info).
-// Messages use fmt syntax: ZT_LOG_INFO("step {} took {} ms", step, ms).
+// Messages are concatenated like ZT_CHECK's: ZT_LOG_INFO("step ", step, " took ", ms, " ms").
+//
+// spdlog stays out of this header on purpose: LibTorch ships its own (newer) fmt headers,
+// and a translation unit that sees both fmt versions does not compile.
 #pragma once
 
-#include <spdlog/spdlog.h>
+#include <string>
+
+#include "zerotrain/core/error.h"
 
 namespace zerotrain::log {
 
-// The process-wide logger (created on first use, writes to stderr).
-spdlog::logger& logger();
+enum class Level { kDebug, kInfo, kWarn, kError };
+
+bool enabled(Level level);
+void write(Level level, const std::string& message);
 // Sets the rank shown in each line; -1 hides it (single-process tools).
 void set_rank(int rank);
 
 }  // namespace zerotrain::log
 
-#define ZT_LOG_DEBUG(...) ::zerotrain::log::logger().debug(__VA_ARGS__)
-#define ZT_LOG_INFO(...) ::zerotrain::log::logger().info(__VA_ARGS__)
-#define ZT_LOG_WARN(...) ::zerotrain::log::logger().warn(__VA_ARGS__)
-#define ZT_LOG_ERROR(...) ::zerotrain::log::logger().error(__VA_ARGS__)
+#define ZT_LOG_AT(level, ...)                                                        \
+  do {                                                                               \
+    if (::zerotrain::log::enabled(level)) {                                          \
+      ::zerotrain::log::write(level, ::zerotrain::detail::str(__VA_ARGS__));         \
+    }                                                                                \
+  } while (0)
+#define ZT_LOG_DEBUG(...) ZT_LOG_AT(::zerotrain::log::Level::kDebug, __VA_ARGS__)
+#define ZT_LOG_INFO(...) ZT_LOG_AT(::zerotrain::log::Level::kInfo, __VA_ARGS__)
+#define ZT_LOG_WARN(...) ZT_LOG_AT(::zerotrain::log::Level::kWarn, __VA_ARGS__)
+#define ZT_LOG_ERROR(...) ZT_LOG_AT(::zerotrain::log::Level::kError, __VA_ARGS__)

@@ -1,0 +1,57 @@
+// The interface each backend implements, and the factories. Internal to comm/: users go
+// through Communicator, which checks arguments, numbers the collectives, checks
+// fingerprints, and composes what a backend lacks (uneven chunks, dtypes it cannot
+// reduce, averages) before calling in here.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zerotrain/comm/progress.h"
+#include "zerotrain/comm/rendezvous.h"
+#include "zerotrain/comm/types.h"
+#include "zerotrain/comm/work.h"
+
+namespace zerotrain::comm::detail {
+
+using WorkPtr = std::shared_ptr<WorkImpl>;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual BackendKind kind() const = 0;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  // Tensors are contiguous and the Communicator has checked them:
+  //   all_reduce:     in place; `op` is kAvg only when averages(dtype);
+  //   reduce_scatter: input (world_size * n,), output (n,);
+  //   all_gather:     input (n,), output (world_size * n,);
+  // and reductions come only in dtypes for which reduces(dtype) is true.
+  virtual WorkPtr all_reduce(const at::Tensor& tensor, ReduceOp op) = 0;
+  virtual WorkPtr reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) = 0;
+  virtual WorkPtr all_gather(const at::Tensor& input, const at::Tensor& output) = 0;
+  virtual WorkPtr broadcast(const at::Tensor& tensor, int root) = 0;
+  virtual WorkPtr barrier() = 0;
+
+  virtual bool reduces(at::ScalarType dtype) const = 0;
+  virtual bool averages(at::ScalarType dtype) const = 0;
+
+  virtual ProgressBoard& progress() = 0;
+  // Called after a timeout or a transport error: the backend must not block process exit
+  // waiting for peers that will never answer (Gloo's worker threads, MPI_Finalize).
+  virtual void abandon() {}
+};
+
+// One Backend per rank thread, all sharing one in-process world.
+std::vector<std::unique_ptr<Backend>> make_thread_backends(int world_size, const CommOptions& options);
+std::unique_ptr<Backend> make_gloo_backend(const RendezvousInfo& where, const CommOptions& options);
+std::unique_ptr<Backend> make_mpi_backend(const RendezvousInfo& where, const CommOptions& options);
+std::unique_ptr<Backend> make_nccl_backend(const RendezvousInfo& where, const CommOptions& options);
+bool mpi_compiled();
+bool nccl_compiled();
+
+}  // namespace zerotrain::comm::detail

@@ -1,0 +1,310 @@
+// Argument checks, sequence numbers, fingerprints and the compositions that make every
+// backend offer the same collectives with the same results (docs/comm.md, "Compositions").
+#include "zerotrain/comm/communicator.h"
+
+#include <ATen/ATen.h>
+
+#include "zerotrain/comm/collective_work.h"
+#include "zerotrain/core/error.h"
+#include "zerotrain/core/logging.h"
+
+namespace zerotrain::comm {
+using ::zerotrain::detail::str;
+namespace {
+
+using detail::CollectiveWork;
+using detail::CommState;
+using detail::WorkPtr;
+
+enum class Kind : int64_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, kBarrier };
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::kAllReduce: return "all_reduce";
+    case Kind::kReduceScatter: return "reduce_scatter";
+    case Kind::kAllGather: return "all_gather";
+    case Kind::kBroadcast: return "broadcast";
+    case Kind::kBarrier: return "barrier";
+  }
+  return "?";
+}
+
+// What a collective is, identical on every rank that issues it correctly.
+struct Fingerprint {
+  Kind kind = Kind::kBarrier;
+  int64_t reduce_op = -1;
+  int64_t dtype = -1;
+  int64_t numel = 0;
+  int64_t root = -1;
+
+  std::string describe() const {
+    std::string text = kind_name(kind);
+    if (kind == Kind::kBarrier) return text + "()";
+    text += str("(", c10::toString(static_cast<at::ScalarType>(dtype)), ", ", numel, " elements");
+    if (reduce_op >= 0) text += str(", ", to_string(static_cast<ReduceOp>(reduce_op)));
+    if (root >= 0) text += str(", root ", root);
+    return text + ")";
+  }
+};
+constexpr int64_t kFingerprintWords = 6;
+
+void check_tensor(const at::Tensor& t, const char* what, const char* role) {
+  ZT_CHECK(t.defined(), UsageError, what, ": the ", role, " tensor is undefined");
+  ZT_CHECK(t.layout() == at::kStrided, NotSupported, what, ": the ", role,
+           " tensor is sparse; collectives take dense tensors");
+}
+
+bool is_reducible(at::ScalarType dtype) {
+  return at::isFloatingType(dtype) || (at::isIntegralType(dtype, /*includeBool=*/false));
+}
+
+// A contiguous flat view of `t`, or a contiguous copy when `t` is not contiguous.
+at::Tensor flat(const at::Tensor& t) { return t.contiguous().view(-1); }
+
+void copy_back(const at::Tensor& dst, const at::Tensor& flat_src) {
+  if (dst.is_contiguous() && dst.data_ptr() == flat_src.data_ptr()) return;
+  dst.copy_(flat_src.view(dst.sizes()));
+}
+
+void divide_in_place(const at::Tensor& t, int world_size) {
+  if (at::isFloatingType(t.scalar_type())) {
+    t.div_(world_size);
+  } else {
+    t.copy_(at::div(t, world_size, "trunc"));
+  }
+}
+
+}  // namespace
+
+struct Issuer {
+  std::shared_ptr<CommState> state;
+
+  detail::Backend& backend() const { return *state->backend; }
+  int ws() const { return state->backend->world_size(); }
+
+  // Starts collective number ++seq: checks the communicator is usable, publishes progress,
+  // and compares fingerprints across ranks when asked to.
+  int64_t begin(const Fingerprint& fp) const {
+    ZT_CHECK(state->broken.empty(), CommError, fp.describe(), ": this communicator is unusable after an "
+             "earlier failure (", state->broken, "); create a new one, or restart the job");
+    const int64_t seq = ++state->seq;
+    backend().progress().publish(seq, fp.describe());
+    if (state->options.check_fingerprints) compare_fingerprints(seq, fp);
+    return seq;
+  }
+
+  void compare_fingerprints(int64_t seq, const Fingerprint& fp) const {
+    auto mine = at::tensor({seq, static_cast<int64_t>(fp.kind), fp.reduce_op, fp.dtype, fp.numel, fp.root}, at::kLong);
+    auto all = at::empty({ws() * kFingerprintWords}, at::kLong);
+    WorkPtr part = backend().all_gather(mine, all);
+    auto work = std::make_shared<CollectiveWork>(state, seq, "fingerprint check of " + fp.describe(),
+                                                 std::vector<WorkPtr>{part}, nullptr);
+    Work(work).wait(state->options.timeout);
+    auto rows = all.view({ws(), kFingerprintWords});
+    if (at::equal(rows, mine.expand({ws(), kFingerprintWords}))) return;
+    std::string detail;
+    for (int r = 0; r < ws(); ++r) {
+      auto row = rows[r];
+      Fingerprint theirs{static_cast<Kind>(row[1].item<int64_t>()), row[2].item<int64_t>(),
+                         row[3].item<int64_t>(), row[4].item<int64_t>(), row[5].item<int64_t>()};
+      detail += str("\n  rank ", r, ": #", row[0].item<int64_t>(), " ", theirs.describe());
+    }
+    state->mark_broken(str("fingerprint mismatch at collective #", seq));
+    throw CommError(str("collective #", seq, ": the ranks issued different collectives (fingerprint check):", detail,
+                        "\nEvery rank must issue the same collectives, with the same dtype and element count, "
+                        "in the same order."));
+  }
+
+  Work finish(int64_t seq, const Fingerprint& fp, WorkPtr part, std::function<void()> done) const {
+    return Work(std::make_shared<CollectiveWork>(state, seq, fp.describe(), std::vector<WorkPtr>{std::move(part)},
+                                                 std::move(done)));
+  }
+
+  Work all_reduce(const at::Tensor& tensor, ReduceOp op) const {
+    check_tensor(tensor, "all_reduce", "");
+    ZT_CHECK(is_reducible(tensor.scalar_type()), NotSupported, "all_reduce: dtype ", tensor.scalar_type(),
+             " cannot be reduced; use a floating-point or integer tensor");
+    const Fingerprint fp{Kind::kAllReduce, static_cast<int64_t>(op), static_cast<int64_t>(tensor.scalar_type()),
+                         tensor.numel()};
+    const int64_t seq = begin(fp);
+    if (tensor.numel() == 0) return Work();
+    at::Tensor buffer = flat(tensor);
+    if (!backend().reduces(buffer.scalar_type())) buffer = buffer.to(at::kFloat);
+    const bool post_divide = op == ReduceOp::kAvg && !backend().averages(buffer.scalar_type());
+    WorkPtr part = backend().all_reduce(buffer, post_divide ? ReduceOp::kSum : op);
+    const int world = ws();
+    return finish(seq, fp, part, [=] {
+      if (post_divide) divide_in_place(buffer, world);
+      copy_back(tensor, buffer);
+    });
+  }
+
+  Work reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) const {
+    check_tensor(input, "reduce_scatter", "input");
+    check_tensor(output, "reduce_scatter", "output");
+    ZT_CHECK(input.scalar_type() == output.scalar_type(), UsageError, "reduce_scatter: input is ",
+             input.scalar_type(), " but output is ", output.scalar_type(), "; they must match");
+    ZT_CHECK(is_reducible(input.scalar_type()), NotSupported, "reduce_scatter: dtype ", input.scalar_type(),
+             " cannot be reduced");
+    const int64_t numel = input.numel();
+    const ChunkRange mine = chunk_range(numel, ws(), backend().rank());
+    ZT_CHECK(output.numel() == mine.numel, UsageError, "reduce_scatter: rank ", backend().rank(),
+             "'s output has ", output.numel(), " elements, but its chunk of the ", numel,
+             "-element input is ", mine.numel, " elements (comm::chunk_range)");
+    const Fingerprint fp{Kind::kReduceScatter, static_cast<int64_t>(op), static_cast<int64_t>(input.scalar_type()),
+                         numel};
+    const int64_t seq = begin(fp);
+    if (numel == 0) return Work();
+    const int64_t chunk = chunk_numel_max(numel, ws());
+    at::Tensor source = flat(input);
+    if (chunk * ws() != numel) {   // uneven chunks: pad to world_size equal chunks
+      at::Tensor padded = at::zeros({chunk * ws()}, input.options());
+      padded.narrow(0, 0, numel).copy_(source);
+      source = padded;
+    }
+    const bool cast = !backend().reduces(input.scalar_type());
+    if (cast) source = source.to(at::kFloat);
+    at::Tensor result = (!cast && chunk == mine.numel && output.is_contiguous()) ? output.view(-1)
+                                                                                : at::empty({chunk}, source.options());
+    const bool post_divide = op == ReduceOp::kAvg && !backend().averages(source.scalar_type());
+    WorkPtr part = backend().reduce_scatter(source, result, post_divide ? ReduceOp::kSum : op);
+    const int world = ws();
+    return finish(seq, fp, part, [=] {
+      (void)source;   // keep the (padded) input alive until the backend is done
+      if (post_divide) divide_in_place(result, world);
+      copy_back(output, result.narrow(0, 0, mine.numel));
+    });
+  }
+
+  Work all_gather(const at::Tensor& input, const at::Tensor& output) const {
+    check_tensor(input, "all_gather", "input");
+    check_tensor(output, "all_gather", "output");
+    ZT_CHECK(input.scalar_type() == output.scalar_type(), UsageError, "all_gather: input is ",
+             input.scalar_type(), " but output is ", output.scalar_type(), "; they must match");
+    const int64_t numel = output.numel();
+    const ChunkRange mine = chunk_range(numel, ws(), backend().rank());
+    ZT_CHECK(input.numel() == mine.numel, UsageError, "all_gather: rank ", backend().rank(), "'s input has ",
+             input.numel(), " elements, but its chunk of the ", numel, "-element output is ", mine.numel,
+             " elements (comm::chunk_range)");
+    const Fingerprint fp{Kind::kAllGather, -1, static_cast<int64_t>(input.scalar_type()), numel};
+    const int64_t seq = begin(fp);
+    if (numel == 0) return Work();
+    const int64_t chunk = chunk_numel_max(numel, ws());
+    at::Tensor source = flat(input);
+    if (source.numel() != chunk) {
+      at::Tensor padded = at::zeros({chunk}, input.options());
+      padded.narrow(0, 0, mine.numel).copy_(source);
+      source = padded;
+    }
+    const bool even = chunk * ws() == numel;
+    at::Tensor result = (even && output.is_contiguous()) ? output.view(-1) : at::empty({chunk * ws()}, output.options());
+    WorkPtr part = backend().all_gather(source, result);
+    return finish(seq, fp, part, [=] {
+      (void)source;
+      copy_back(output, result.narrow(0, 0, numel));
+    });
+  }
+
+  Work broadcast(const at::Tensor& tensor, int root) const {
+    check_tensor(tensor, "broadcast", "");
+    ZT_CHECK(root >= 0 && root < ws(), UsageError, "broadcast: root ", root, " is not a rank of this world of ",
+             ws());
+    const Fingerprint fp{Kind::kBroadcast, -1, static_cast<int64_t>(tensor.scalar_type()), tensor.numel(), root};
+    const int64_t seq = begin(fp);
+    if (tensor.numel() == 0) return Work();
+    at::Tensor buffer = flat(tensor);
+    WorkPtr part = backend().broadcast(buffer, root);
+    return finish(seq, fp, part, [=] { copy_back(tensor, buffer); });
+  }
+
+  Work barrier() const {
+    const Fingerprint fp{Kind::kBarrier};
+    const int64_t seq = begin(fp);
+    return finish(seq, fp, backend().barrier(), nullptr);
+  }
+};
+
+#include "zerotrain/comm/coalesced_impl.h"
+
+Communicator Communicator::init(CommOptions options) { return init(rendezvous_from_env(), options); }
+
+std::vector<Communicator> Communicator::make_thread_world(int world_size, CommOptions options) {
+  ZT_CHECK(world_size >= 1, UsageError, "make_thread_world: world_size ", world_size, " must be at least 1");
+  std::vector<Communicator> world;
+  for (auto& backend : detail::make_thread_backends(world_size, options)) {
+    auto state = std::make_shared<CommState>();
+    state->backend = std::move(backend);
+    state->options = options;
+    world.push_back(Communicator(state));
+  }
+  return world;
+}
+
+Communicator Communicator::init(const RendezvousInfo& where, CommOptions options) {
+  options = apply_env(options);
+  auto state = std::make_shared<CommState>();
+  state->options = options;
+  BackendKind kind = options.backend;
+  if (where.world_size == 1 && kind != BackendKind::kNccl) {
+    state->backend = std::move(detail::make_thread_backends(1, options).front());
+    ZT_LOG_DEBUG("comm: a world of one; collectives are local copies");
+    return Communicator(state);
+  }
+  if (kind == BackendKind::kAuto) {
+    kind = where.source == LaunchSource::kOpenMpi && detail::mpi_compiled() ? BackendKind::kMpi : BackendKind::kGloo;
+  }
+  switch (kind) {
+    case BackendKind::kGloo: state->backend = detail::make_gloo_backend(where, options); break;
+    case BackendKind::kMpi: state->backend = detail::make_mpi_backend(where, options); break;
+    case BackendKind::kNccl: state->backend = detail::make_nccl_backend(where, options); break;
+    case BackendKind::kThreads:
+      throw ConfigError(str("the threads backend joins threads of one process (Communicator::make_thread_world); a "
+                            "job of ", where.world_size, " processes needs gloo or mpi"));
+    case BackendKind::kAuto: ZT_INTERNAL_ASSERT(false, "auto was resolved above");
+  }
+  if (where.rank == 0) {
+    ZT_LOG_INFO("comm: ", to_string(kind), " backend, world size ", where.world_size, " (from the ",
+                to_string(where.source), " environment), timeout ", options.timeout.count() / 1000.0, " s",
+                options.check_fingerprints ? ", fingerprint checks on" : "");
+  }
+  return Communicator(state);
+}
+
+int Communicator::rank() const { return state_->backend->rank(); }
+int Communicator::world_size() const { return state_->backend->world_size(); }
+BackendKind Communicator::backend() const { return state_->backend->kind(); }
+const CommOptions& Communicator::options() const { return state_->options; }
+int64_t Communicator::issued() const { return state_->seq; }
+
+Work Communicator::all_reduce(const at::Tensor& tensor, ReduceOp op) { return Issuer{state_}.all_reduce(tensor, op); }
+Work Communicator::reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) {
+  return Issuer{state_}.reduce_scatter(input, output, op);
+}
+Work Communicator::all_gather(const at::Tensor& input, const at::Tensor& output) {
+  return Issuer{state_}.all_gather(input, output);
+}
+Work Communicator::broadcast(const at::Tensor& tensor, int root) { return Issuer{state_}.broadcast(tensor, root); }
+Work Communicator::barrier() { return Issuer{state_}.barrier(); }
+Work Communicator::all_reduce_coalesced(const std::vector<at::Tensor>& tensors, ReduceOp op) {
+  return coalesced_all_reduce(Issuer{state_}, tensors, op);
+}
+Work Communicator::reduce_scatter_coalesced(const std::vector<at::Tensor>& inputs,
+                                            const std::vector<at::Tensor>& outputs, ReduceOp op) {
+  return coalesced_reduce_scatter(Issuer{state_}, inputs, outputs, op);
+}
+Work Communicator::all_gather_coalesced(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
+  return coalesced_all_gather(Issuer{state_}, inputs, outputs);
+}
+
+std::vector<std::string> Communicator::composed_paths() const {
+  std::vector<std::string> paths;
+  const auto& b = *state_->backend;
+  for (auto dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kLong}) {
+    if (!b.reduces(dtype)) paths.push_back(str("reductions of ", c10::toString(dtype), " run in float32"));
+    else if (!b.averages(dtype)) paths.push_back(str("avg of ", c10::toString(dtype), " is a sum divided by the world size"));
+  }
+  paths.push_back("reduce_scatter/all_gather of a numel that the world size does not divide pad to equal chunks");
+  return paths;
+}
+
+}  // namespace zerotrain::comm

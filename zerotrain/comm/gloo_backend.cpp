@@ -1,0 +1,135 @@
+// Gloo (CPU, TCP) through c10d's ProcessGroupGloo from the LibTorch wheel. The wheel ships
+// no Gloo headers; Debian's libgloo-dev provides them (docs/notes/comm-backends.md says
+// why that is safe: we only hold Gloo objects through pointers).
+#define USE_C10D_GLOO 1
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "zerotrain/comm/backend.h"
+#include "zerotrain/comm/store.h"
+#include "zerotrain/core/env.h"
+#include "zerotrain/core/error.h"
+#include "zerotrain/core/logging.h"
+
+namespace zerotrain::comm::detail {
+namespace {
+
+c10d::ReduceOp to_c10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return c10d::ReduceOp::SUM;
+    case ReduceOp::kAvg: return c10d::ReduceOp::AVG;
+    case ReduceOp::kMax: return c10d::ReduceOp::MAX;
+  }
+  ZT_INTERNAL_ASSERT(false, "unknown reduce op");
+}
+
+class GlooWork final : public WorkImpl {
+ public:
+  explicit GlooWork(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
+
+  bool wait_until(Clock::time_point deadline) override {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    try {
+      // c10d treats 0 ms as "no timeout", so wait at least 1 ms.
+      work_->wait(std::max(left, std::chrono::milliseconds(1)));
+    } catch (const std::exception&) {
+      if (!work_->isCompleted()) return false;   // c10d's "Operation timed out!"
+      throw;
+    }
+    return true;
+  }
+  bool is_completed() override { return work_->isCompleted(); }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+};
+
+class GlooBackend final : public Backend {
+ public:
+  GlooBackend(const RendezvousInfo& where, const CommOptions& options) : rank_(where.rank), world_size_(where.world_size) {
+    ZT_CHECK(!where.master_addr.empty() && where.master_port > 0, ConfigError,
+             "the gloo backend needs MASTER_ADDR and MASTER_PORT to meet the other ranks (the ", to_string(where.source),
+             " environment did not set them); under mpirun pass -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=<port>, "
+             "or use the mpi backend");
+    store_ = connect_store({where.master_addr, where.master_port}, rank_, world_size_, options.timeout);
+    auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+    if (auto iface = env::get("GLOO_SOCKET_IFNAME")) {
+      gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(*iface));
+    } else {
+      gloo_options->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForHostname(local_address_towards(where.master_addr)));
+    }
+    try {
+      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
+          c10::make_intrusive<c10d::PrefixStore>("zt/gloo", store_), rank_, world_size_, gloo_options);
+    } catch (const std::exception& e) {
+      std::string first_line = e.what();
+      throw CommError(str("rank ", rank_, " could not connect Gloo to the other ", world_size_ - 1, " ranks within ",
+                          options.timeout.count() / 1000.0, " s (", first_line.substr(0, first_line.find('\n')),
+                          "). Every rank must start and reach MASTER_ADDR; set GLOO_SOCKET_IFNAME to pick the network "
+                          "interface"),
+                      "rendezvous");
+    }
+    board_ = make_store_board(store_, rank_, world_size_);
+  }
+
+  ~GlooBackend() override {
+    if (abandoned_) {
+      // Gloo's worker threads may be blocked on peers that are gone; destroying the process
+      // group would join them. Leave it to the process exit instead.
+      new c10::intrusive_ptr<c10d::ProcessGroupGloo>(std::move(pg_));
+    }
+  }
+
+  BackendKind kind() const override { return BackendKind::kGloo; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  // Measured on the pinned LibTorch (docs/comm.md): Gloo reduces every floating type,
+  // bf16 included, and int64; its AVG rejects integers.
+  bool reduces(at::ScalarType) const override { return true; }
+  bool averages(at::ScalarType dtype) const override { return at::isFloatingType(dtype); }
+  ProgressBoard& progress() override { return *board_; }
+  void abandon() override { abandoned_ = true; }
+
+  WorkPtr all_reduce(const at::Tensor& tensor, ReduceOp op) override {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::AllreduceOptions o;
+    o.reduceOp = to_c10d(op);
+    return wrap(pg_->allreduce(tensors, o));
+  }
+  WorkPtr reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) override {
+    at::Tensor in = input, out = output;
+    c10d::ReduceScatterOptions o;
+    o.reduceOp = to_c10d(op);
+    return wrap(pg_->reduce_scatter_single(out, in, o));
+  }
+  WorkPtr all_gather(const at::Tensor& input, const at::Tensor& output) override {
+    at::Tensor in = input, out = output;
+    return wrap(pg_->all_gather_single(out, in));
+  }
+  WorkPtr broadcast(const at::Tensor& tensor, int root) override {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    return wrap(pg_->broadcast(tensors, o));
+  }
+  WorkPtr barrier() override { return wrap(pg_->barrier()); }
+
+ private:
+  static WorkPtr wrap(c10::intrusive_ptr<c10d::Work> work) { return std::make_shared<GlooWork>(std::move(work)); }
+
+  int rank_;
+  int world_size_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+  std::unique_ptr<ProgressBoard> board_;
+  bool abandoned_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_gloo_backend(const RendezvousInfo& where, const CommOptions& options) {
+  return std::make_unique<GlooBackend>(where, options);
+}
+
+}  // namespace zerotrain::comm::detail

@@ -1,0 +1,207 @@
+// MPI (CPU) over OpenMPI: shared memory between ranks of one host, TCP between hosts.
+// Needs the world that mpirun creates (`zerotrain launch --backend mpi` runs mpirun).
+// Collectives are MPI's nonblocking ones; a Work polls MPI_Test until done or its deadline,
+// so a stuck peer becomes a TimeoutError instead of a hang. MPI has no fp16/bf16 types:
+// the Communicator reduces those in fp32 and moves them as bytes otherwise.
+#include <mpi.h>
+
+#include <ATen/ATen.h>
+
+#include <climits>
+#include <thread>
+
+#include "zerotrain/comm/backend.h"
+#include "zerotrain/comm/store.h"
+#include "zerotrain/core/error.h"
+
+namespace zerotrain::comm::detail {
+namespace {
+
+std::string mpi_error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  return std::string(text, len);
+}
+
+void check_mpi(int code, const char* what) {
+  ZT_CHECK(code == MPI_SUCCESS, CommError, what, " failed: ", mpi_error_text(code));
+}
+
+MPI_Datatype mpi_type(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return MPI_FLOAT;
+    case at::kDouble: return MPI_DOUBLE;
+    case at::kLong: return MPI_INT64_T;
+    case at::kInt: return MPI_INT32_T;
+    case at::kShort: return MPI_INT16_T;
+    case at::kChar: return MPI_INT8_T;
+    case at::kByte: return MPI_UINT8_T;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  ZT_INTERNAL_ASSERT(op != ReduceOp::kAvg, "MPI has no average; the Communicator divides a sum");
+  return op == ReduceOp::kMax ? MPI_MAX : MPI_SUM;
+}
+
+int count_of(int64_t n, const char* what) {
+  ZT_CHECK(n <= INT_MAX, NotSupported, what, " of ", n, " elements: the MPI backend moves at most ", INT_MAX,
+           " per call; use smaller buckets (CommOptions::bucket_nbytes)");
+  return static_cast<int>(n);
+}
+
+class MpiWork final : public WorkImpl {
+ public:
+  MpiWork(MPI_Request request, const char* what) : request_(request), what_(what) {}
+  ~MpiWork() override {
+    // A request abandoned after a timeout is left to MPI; freeing an active collective
+    // request is not allowed.
+  }
+
+  bool wait_until(Clock::time_point deadline) override {
+    // Spin briefly (small messages finish in microseconds), then back off so that ranks
+    // sharing a core with their peers do not starve them.
+    for (int spins = 0; !test(); ++spins) {
+      if (Clock::now() >= deadline) return false;
+      if (spins < 64) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(spins < 1024 ? 20 : 200));
+      }
+    }
+    return true;
+  }
+  bool is_completed() override { return test(); }
+
+ private:
+  bool test() {
+    if (done_) return true;
+    int flag = 0;
+    MPI_Status status;
+    check_mpi(MPI_Test(&request_, &flag, &status), what_);
+    done_ = flag != 0;
+    return done_;
+  }
+
+  MPI_Request request_;
+  const char* what_;
+  bool done_ = false;
+};
+
+// MPI_Finalize at exit, unless a collective failed: then peers may never answer and
+// finalizing would hang, so the process just exits and mpirun ends the job.
+struct MpiLifetime {
+  bool initialized_here = false;
+  bool abandoned = false;
+  ~MpiLifetime() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (initialized_here && !abandoned && !finalized) MPI_Finalize();
+  }
+};
+MpiLifetime& lifetime() {
+  static MpiLifetime instance;
+  return instance;
+}
+
+class MpiBackend final : public Backend {
+ public:
+  MpiBackend(const RendezvousInfo& where, const CommOptions& options) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+      lifetime().initialized_here = true;
+    }
+    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &world_size_);
+    ZT_CHECK(world_size_ == where.world_size, ConfigError, "MPI reports a world of ", world_size_,
+             " but the environment says ", where.world_size, "; start the job with mpirun -np ", where.world_size);
+    // The progress board needs a store: rank 0 serves one on a free port and tells the
+    // others where it is over MPI itself.
+    StoreAddress address{where.master_addr.empty() ? "127.0.0.1" : where.master_addr, 0};
+    if (world_size_ > 1 && where.master_addr.empty()) {
+      char host[256] = {};
+      gethostname(host, sizeof(host) - 1);
+      address.host = host;
+    }
+    c10::intrusive_ptr<c10d::Store> store;
+    if (rank_ == 0) {
+      store = connect_store(address, 0, world_size_, options.timeout);
+      address.port = store_port(store);
+    }
+    char host[256] = {};
+    std::snprintf(host, sizeof(host), "%s", address.host.c_str());
+    check_mpi(MPI_Bcast(host, sizeof(host), MPI_CHAR, 0, comm_), "MPI_Bcast of the store address");
+    check_mpi(MPI_Bcast(&address.port, 1, MPI_INT, 0, comm_), "MPI_Bcast of the store port");
+    address.host = host;
+    if (rank_ != 0) store = connect_store(address, rank_, world_size_, options.timeout);
+    board_ = make_store_board(store, rank_, world_size_);
+  }
+
+  BackendKind kind() const override { return BackendKind::kMpi; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  bool reduces(at::ScalarType dtype) const override { return mpi_type(dtype) != MPI_DATATYPE_NULL; }
+  bool averages(at::ScalarType) const override { return false; }
+  ProgressBoard& progress() override { return *board_; }
+  void abandon() override { lifetime().abandoned = true; }
+
+  WorkPtr all_reduce(const at::Tensor& tensor, ReduceOp op) override {
+    MPI_Request request;
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), count_of(tensor.numel(), "all_reduce"),
+                             mpi_type(tensor.scalar_type()), mpi_op(op), comm_, &request),
+              "MPI_Iallreduce");
+    return std::make_shared<MpiWork>(request, "MPI_Iallreduce");
+  }
+  WorkPtr reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) override {
+    MPI_Request request;
+    check_mpi(MPI_Ireduce_scatter_block(input.data_ptr(), output.data_ptr(), count_of(output.numel(), "reduce_scatter"),
+                                        mpi_type(input.scalar_type()), mpi_op(op), comm_, &request),
+              "MPI_Ireduce_scatter_block");
+    return std::make_shared<MpiWork>(request, "MPI_Ireduce_scatter_block");
+  }
+  WorkPtr all_gather(const at::Tensor& input, const at::Tensor& output) override {
+    MPI_Request request;
+    const int nbytes = count_of(input.numel() * static_cast<int64_t>(input.element_size()), "all_gather bytes");
+    check_mpi(MPI_Iallgather(input.data_ptr(), nbytes, MPI_BYTE, output.data_ptr(), nbytes, MPI_BYTE, comm_, &request),
+              "MPI_Iallgather");
+    return std::make_shared<MpiWork>(request, "MPI_Iallgather");
+  }
+  WorkPtr broadcast(const at::Tensor& tensor, int root) override {
+    MPI_Request request;
+    const int nbytes = count_of(tensor.numel() * static_cast<int64_t>(tensor.element_size()), "broadcast bytes");
+    check_mpi(MPI_Ibcast(tensor.data_ptr(), nbytes, MPI_BYTE, root, comm_, &request), "MPI_Ibcast");
+    return std::make_shared<MpiWork>(request, "MPI_Ibcast");
+  }
+  WorkPtr barrier() override {
+    MPI_Request request;
+    check_mpi(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
+    return std::make_shared<MpiWork>(request, "MPI_Ibarrier");
+  }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int world_size_ = 1;
+  std::unique_ptr<ProgressBoard> board_;
+};
+
+}  // namespace
+
+bool mpi_compiled() { return true; }
+
+std::unique_ptr<Backend> make_mpi_backend(const RendezvousInfo& where, const CommOptions& options) {
+  ZT_CHECK(where.source == LaunchSource::kOpenMpi, ConfigError,
+           "the mpi backend needs the world that mpirun creates, but this process was started by ",
+           to_string(where.source), "; start it with `zerotrain launch --backend mpi ...` or `mpirun -np N ...`, "
+           "or choose the gloo backend");
+  return std::make_unique<MpiBackend>(where, options);
+}
+
+}  // namespace zerotrain::comm::detail

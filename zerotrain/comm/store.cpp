@@ -1,0 +1,170 @@
+#include "zerotrain/comm/store.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "zerotrain/core/error.h"
+#include "zerotrain/core/logging.h"
+
+namespace zerotrain::comm::detail {
+
+c10::intrusive_ptr<c10d::Store> connect_store(const StoreAddress& address, int rank, int world_size,
+                                              std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(address.port);
+  options.isServer = rank == 0;
+  options.numWorkers = world_size;
+  options.waitWorkers = false;
+  options.timeout = timeout;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(address.host, options);
+  } catch (const std::exception& e) {
+    std::string first_line = e.what();
+    first_line = first_line.substr(0, first_line.find('\n'));
+    throw CommError(str("rank ", rank, " could not ", rank == 0 ? "serve" : "reach",
+                        " the rendezvous store at ", address.host, ":", address.port, " (", first_line,
+                        "). Check MASTER_ADDR/MASTER_PORT: rank 0 must be able to listen there and every "
+                        "rank to connect; a port in use by an earlier job also causes this"),
+                    "rendezvous");
+  }
+}
+
+int store_port(const c10::intrusive_ptr<c10d::Store>& store) {
+  auto* tcp = dynamic_cast<c10d::TCPStore*>(store.get());
+  ZT_INTERNAL_ASSERT(tcp != nullptr);
+  return tcp->getPort();
+}
+
+namespace {
+
+std::string progress_key(int rank) { return str("zt/progress/", rank); }
+
+class StoreBoard final : public ProgressBoard {
+ public:
+  StoreBoard(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size)
+      : store_(std::move(store)), rank_(rank), world_size_(world_size) {
+    latest_ = "0 init";
+    flush();
+    flusher_ = std::thread([this] { run(); });
+  }
+  ~StoreBoard() override {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    flusher_.join();
+  }
+
+  void publish(int64_t seq, const std::string& what) override {
+    std::lock_guard lock(mutex_);
+    latest_ = str(seq, " ", what);
+  }
+
+  std::vector<RankProgress> snapshot() override {
+    // Let every rank's flusher write what it issued last.
+    std::this_thread::sleep_for(std::chrono::milliseconds(3 * kFlushMs));
+    std::vector<RankProgress> board;
+    for (int r = 0; r < world_size_; ++r) {
+      RankProgress p{r};
+      try {
+        if (store_->check({progress_key(r)})) {
+          auto bytes = store_->get(progress_key(r));
+          std::string text(bytes.begin(), bytes.end());
+          const size_t space = text.find(' ');
+          p.known = true;
+          p.seq = std::stoll(text.substr(0, space));
+          p.what = space == std::string::npos ? "" : text.substr(space + 1);
+        } else {
+          p.what = "never connected to the store";
+        }
+      } catch (const std::exception& e) {
+        p.what = "store unreachable; rank 0 may have exited";
+      }
+      board.push_back(std::move(p));
+    }
+    return board;
+  }
+
+ private:
+  static constexpr int kFlushMs = 100;
+
+  void flush() {
+    std::string value;
+    {
+      std::lock_guard lock(mutex_);
+      if (latest_ == written_) return;
+      value = latest_;
+    }
+    try {
+      store_->set(progress_key(rank_), value);
+      written_ = value;
+    } catch (const std::exception&) {
+      // The store is gone (rank 0 exited): nothing to publish to; the collectives report it.
+    }
+  }
+
+  void run() {
+    std::unique_lock lock(mutex_);
+    while (!stop_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(kFlushMs));
+      if (stop_) break;
+      lock.unlock();
+      flush();
+      lock.lock();
+    }
+  }
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  const int rank_;
+  const int world_size_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::string latest_;
+  std::string written_;   // only the flusher thread touches it after construction
+  bool stop_ = false;
+  std::thread flusher_;
+};
+
+}  // namespace
+
+std::unique_ptr<ProgressBoard> make_store_board(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size) {
+  return std::make_unique<StoreBoard>(std::move(store), rank, world_size);
+}
+
+std::string local_address_towards(const std::string& peer) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(peer.c_str(), "9", &hints, &found) != 0 || found == nullptr) {
+    throw CommError(str("cannot resolve MASTER_ADDR '", peer, "'; use an IP address or a hostname every node resolves"),
+                    "rendezvous");
+  }
+  std::string local = "127.0.0.1";
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  // A UDP connect sends nothing; it only asks the kernel which interface routes to the peer.
+  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    sockaddr_in self{};
+    socklen_t len = sizeof(self);
+    char text[INET_ADDRSTRLEN] = {};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) == 0 &&
+        ::inet_ntop(AF_INET, &self.sin_addr, text, sizeof(text)) != nullptr) {
+      local = text;
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  freeaddrinfo(found);
+  return local;
+}
+
+}  // namespace zerotrain::comm::detail

@@ -1,0 +1,35 @@
+// The rendezvous store (c10d's TCPStore, served by rank 0) and the progress board kept in
+// it. Shared by the Gloo and MPI backends. Internal to comm/.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <memory>
+#include <string>
+
+#include "zerotrain/comm/progress.h"
+#include "zerotrain/comm/types.h"
+
+namespace zerotrain::comm::detail {
+
+struct StoreAddress {
+  std::string host;
+  int port = 0;   // 0 on the server: pick a free port (read it back with store_port)
+};
+
+// Rank 0 serves, the others connect; every rank waits up to `timeout` for the others.
+// Throws CommError saying which address could not be reached and what to check.
+c10::intrusive_ptr<c10d::Store> connect_store(const StoreAddress& address, int rank, int world_size,
+                                              std::chrono::milliseconds timeout);
+int store_port(const c10::intrusive_ptr<c10d::Store>& store);
+
+// A board whose entries live in the store under zt/progress/<rank>. publish() only records
+// the value; a background thread writes it to the store every 100 ms when it changed, so
+// collectives never wait on the store.
+std::unique_ptr<ProgressBoard> make_store_board(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size);
+
+// The address of this host's interface that routes to `peer` (a hostname or IP), so that
+// the backend listens where the other hosts can reach it. "127.0.0.1" for a local peer.
+std::string local_address_towards(const std::string& peer);
+
+}  // namespace zerotrain::comm::detail
