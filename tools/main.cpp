@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   CLI::App app{"zerotrain: DeepSpeed's ZeRO training engine in C++ on LibTorch", "zerotrain"};
   app.set_version_flag("--version", zt::version_line());
   app.require_subcommand(0, 1);
-  std::vector<zt::Command> commands = {zt::add_report_command(app), zt::add_config_command(app)};
+  std::vector<zt::Command> commands = {zt::add_report_command(app), zt::add_config_command(app),
+                                       zt::add_launch_command(app)};
   try {
     app.parse(argc, argv);
     for (const auto& command : commands) {

@@ -81,5 +81,23 @@ expect duplicate_keys_json 3 '"ok": false' "duplicate keys" -- "$zt" config chec
 expect missing_file 3 "no such file" -- "$zt" config check "$tmp/nope.json"
 expect bad_world_size 2 "--world_size must be at least 1" -- "$zt" config check "$tmp/unknown.json" --world_size 0
 
+# zerotrain launch: argument errors, the hostfile and the ssh pre-flight.
+expect launch_no_program 2 "no program to launch" -- "$zt" launch --nproc_per_node 2
+expect launch_nnodes_needs_rank 2 "needs --node_rank" -- "$zt" launch --nnodes 2 --master_addr 10.0.0.1 -- true
+expect launch_bad_backend 3 "unknown communication backend 'glo'" -- "$zt" launch --backend glo -- true
+expect launch_env 0 "[rank 1] 1 2 1" -- "$zt" launch --nproc_per_node 2 -- sh -c 'echo $RANK $WORLD_SIZE $LOCAL_RANK'
+expect launch_no_dashes 0 "[rank 0] hi" -- "$zt" launch --num_gpus 1 echo hi
+expect launch_missing_program 127 "rank 0 failed first" "cannot run ./no-such-program" -- \
+  "$zt" launch -- ./no-such-program
+printf 'worker-0 slots=2\nworker-1 slots:2\n' >"$tmp/hostfile.bad"
+expect hostfile_bad_line 2 "hostfile.bad:2: bad hostfile entry" -- "$zt" launch --hostfile "$tmp/hostfile.bad" -- true
+printf 'localhost slots=2\n' >"$tmp/hostfile.local"
+expect hostfile_local 0 "[rank 1] 1 2" -- "$zt" launch --hostfile "$tmp/hostfile.local" -- sh -c 'echo $RANK $WORLD_SIZE'
+expect hostfile_include_slot 2 "host 'localhost' has no slot 5" -- \
+  "$zt" launch --hostfile "$tmp/hostfile.local" --include localhost:5 -- true
+printf 'localhost slots=1\nno-such-host.invalid slots=2\n' >"$tmp/hostfile.remote"
+expect ssh_preflight 5 "pre-flight: cannot ssh to host 'no-such-host.invalid'" -- \
+  "$zt" launch --hostfile "$tmp/hostfile.remote" --master_addr 127.0.0.1 -- true
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -7,6 +7,9 @@
 
 #include <ATen/ATen.h>
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <climits>
 #include <thread>
 
@@ -90,20 +93,21 @@ class MpiWork final : public WorkImpl {
   bool done_ = false;
 };
 
-// MPI_Finalize at exit, unless a collective failed: then peers may never answer and
-// finalizing would hang, so the process just exits and mpirun ends the job.
-struct MpiLifetime {
-  bool initialized_here = false;
-  bool abandoned = false;
-  ~MpiLifetime() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (initialized_here && !abandoned && !finalized) MPI_Finalize();
+// At exit: MPI_Finalize after a clean exit (status 0). After a failure (a non-zero exit
+// status, or a collective that timed out or failed) MPI_Abort instead: MPI_Finalize waits
+// for every peer, so a failed rank would sit there until the others time out, while
+// MPI_Abort makes mpirun stop the whole job at once with this rank's code.
+bool g_initialized_here = false;
+bool g_abandoned = false;
+void at_exit(int status, void*) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!g_initialized_here || finalized) return;
+  if (status == 0 && !g_abandoned) {
+    MPI_Finalize();
+  } else {
+    MPI_Abort(MPI_COMM_WORLD, status == 0 ? 1 : status);
   }
-};
-MpiLifetime& lifetime() {
-  static MpiLifetime instance;
-  return instance;
 }
 
 class MpiBackend final : public Backend {
@@ -114,7 +118,8 @@ class MpiBackend final : public Backend {
     if (!initialized) {
       int provided = 0;
       check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
-      lifetime().initialized_here = true;
+      g_initialized_here = true;
+      ::on_exit(at_exit, nullptr);
     }
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -150,7 +155,7 @@ class MpiBackend final : public Backend {
   bool reduces(at::ScalarType dtype) const override { return mpi_type(dtype) != MPI_DATATYPE_NULL; }
   bool averages(at::ScalarType) const override { return false; }
   ProgressBoard& progress() override { return *board_; }
-  void abandon() override { lifetime().abandoned = true; }
+  void abandon() override { g_abandoned = true; }
 
   WorkPtr all_reduce(const at::Tensor& tensor, ReduceOp op) override {
     MPI_Request request;

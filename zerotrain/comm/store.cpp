@@ -63,6 +63,7 @@ class StoreBoard final : public ProgressBoard {
     }
     cv_.notify_all();
     flusher_.join();
+    flush();   // what this rank issued last, for the peers' timeout messages
   }
 
   void publish(int64_t seq, const std::string& what) override {

@@ -1,0 +1,152 @@
+// Every collective of comm::Communicator across real processes, against reference values
+// each rank computes locally. Run under `zerotrain launch` (or mpirun, or a torchrun-style
+// environment); exits 0 when every check passed, 1 otherwise, naming each failure.
+//
+//   comm_check [--large]    --large adds tensors of 2^20 + 3 elements
+#include <ATen/ATen.h>
+
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "zerotrain/comm/communicator.h"
+#include "zerotrain/core/error.h"
+
+namespace comm = zerotrain::comm;
+using zerotrain::detail::str;
+
+namespace {
+
+int g_failures = 0;
+int g_checks = 0;
+
+// Small integers: exact in every dtype, and distinct per rank and index.
+at::Tensor input_of(int rank, int64_t numel, at::ScalarType dtype) {
+  auto i = at::arange(numel, at::kLong);
+  return ((i * 7 + rank * 3) % 11 + rank).to(dtype);
+}
+
+void expect(const std::string& what, const at::Tensor& got, const at::Tensor& want) {
+  ++g_checks;
+  bool ok = got.sizes() == want.sizes() && got.scalar_type() == want.scalar_type();
+  if (ok) {
+    if (at::isFloatingType(want.scalar_type())) {
+      const bool half = want.scalar_type() == at::kHalf || want.scalar_type() == at::kBFloat16;
+      ok = at::allclose(got.to(at::kDouble), want.to(at::kDouble), half ? 1e-2 : 1e-6, half ? 1e-2 : 1e-6);
+    } else {
+      ok = at::equal(got, want);
+    }
+  }
+  if (!ok) {
+    ++g_failures;
+    std::cerr << "FAIL " << what << ": got " << got.flatten().slice(0, 0, 8) << " want " << want.flatten().slice(0, 0, 8)
+              << std::endl;
+  }
+}
+
+at::Tensor reference(int ws, int64_t numel, at::ScalarType dtype, comm::ReduceOp op) {
+  auto acc = input_of(0, numel, dtype).to(at::kDouble);
+  for (int r = 1; r < ws; ++r) {
+    auto x = input_of(r, numel, dtype).to(at::kDouble);
+    acc = op == comm::ReduceOp::kMax ? at::maximum(acc, x) : acc + x;
+  }
+  if (op == comm::ReduceOp::kAvg) {
+    acc = at::isFloatingType(dtype) ? acc / ws : at::div(acc.to(at::kLong), ws, "trunc").to(at::kDouble);
+  }
+  return acc.to(dtype);
+}
+
+void check_all(comm::Communicator& c, int64_t numel, at::ScalarType dtype) {
+  const int ws = c.world_size(), rank = c.rank();
+  const std::string tag = str(c10::toString(dtype), "[", numel, "]");
+  const auto mine = comm::chunk_range(numel, ws, rank);
+  for (auto op : {comm::ReduceOp::kSum, comm::ReduceOp::kAvg, comm::ReduceOp::kMax}) {
+    auto t = input_of(rank, numel, dtype);
+    c.all_reduce(t, op).wait();
+    expect(str("all_reduce ", comm::to_string(op), " ", tag), t, reference(ws, numel, dtype, op));
+
+    auto out = at::empty({mine.numel}, dtype);
+    c.reduce_scatter(input_of(rank, numel, dtype), out, op).wait();
+    expect(str("reduce_scatter ", comm::to_string(op), " ", tag), out,
+           reference(ws, numel, dtype, op).narrow(0, mine.offset, mine.numel));
+  }
+  {
+    auto full = at::empty({numel}, dtype);
+    c.all_gather(input_of(rank, numel, dtype).narrow(0, mine.offset, mine.numel), full).wait();
+    auto want = at::empty({numel}, dtype);
+    for (int r = 0; r < ws; ++r) {
+      auto ch = comm::chunk_range(numel, ws, r);
+      want.narrow(0, ch.offset, ch.numel).copy_(input_of(r, numel, dtype).narrow(0, ch.offset, ch.numel));
+    }
+    expect("all_gather " + tag, full, want);
+  }
+  for (int root : {0, ws - 1}) {
+    auto t = input_of(rank, numel, dtype);
+    c.broadcast(t, root).wait();
+    expect(str("broadcast root ", root, " ", tag), t, input_of(root, numel, dtype));
+  }
+}
+
+void check_coalesced(comm::Communicator& c, at::ScalarType dtype) {
+  const int ws = c.world_size(), rank = c.rank();
+  const std::vector<int64_t> sizes{5, 1, 33, 2 * ws + 1};
+  std::vector<at::Tensor> tensors, outs, shards, fulls;
+  for (int64_t n : sizes) {
+    tensors.push_back(input_of(rank, n, dtype));
+    const auto ch = comm::chunk_range(n, ws, rank);
+    outs.push_back(at::empty({ch.numel}, dtype));
+    shards.push_back(input_of(rank, n, dtype).narrow(0, ch.offset, ch.numel).clone());
+    fulls.push_back(at::empty({n}, dtype));
+  }
+  c.all_reduce_coalesced(tensors).wait();
+  std::vector<at::Tensor> inputs;
+  for (int64_t n : sizes) inputs.push_back(input_of(rank, n, dtype));
+  c.reduce_scatter_coalesced(inputs, outs).wait();
+  c.all_gather_coalesced(shards, fulls).wait();
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const int64_t n = sizes[k];
+    const auto ch = comm::chunk_range(n, ws, rank);
+    const std::string tag = str(c10::toString(dtype), "[", n, "]");
+    expect("all_reduce_coalesced " + tag, tensors[k], reference(ws, n, dtype, comm::ReduceOp::kSum));
+    expect("reduce_scatter_coalesced " + tag, outs[k],
+           reference(ws, n, dtype, comm::ReduceOp::kSum).narrow(0, ch.offset, ch.numel));
+    auto want = at::empty({n}, dtype);
+    for (int r = 0; r < ws; ++r) {
+      auto cr = comm::chunk_range(n, ws, r);
+      want.narrow(0, cr.offset, cr.numel).copy_(input_of(r, n, dtype).narrow(0, cr.offset, cr.numel));
+    }
+    expect("all_gather_coalesced " + tag, fulls[k], want);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool large = argc > 1 && std::strcmp(argv[1], "--large") == 0;
+  try {
+    comm::CommOptions options;
+    options.bucket_nbytes = 64;   // several buckets per coalesced call
+    auto c = comm::Communicator::init(options);
+    const int ws = c.world_size();
+    for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble, at::kLong}) {
+      for (int64_t numel : {int64_t{1}, int64_t{ws}, int64_t{4 * ws + 1}, int64_t{1000}}) check_all(c, numel, dtype);
+      check_coalesced(c, dtype);
+    }
+    if (large) {
+      for (auto dtype : {at::kFloat, at::kBFloat16}) check_all(c, (int64_t{1} << 20) + 3, dtype);
+    }
+    c.barrier().wait();
+    // Every rank's verdict, so that rank 0 can say whether the whole world passed.
+    auto failures = at::full({1}, static_cast<int64_t>(g_failures), at::kLong);
+    c.all_reduce(failures).wait();
+    if (c.rank() == 0) {
+      std::cout << "comm_check: " << comm::to_string(c.backend()) << " world " << ws << ": " << g_checks
+                << " checks per rank, " << failures.item<int64_t>() << " failed" << std::endl;
+    }
+    return failures.item<int64_t>() == 0 ? 0 : 1;
+  } catch (const zerotrain::Error& e) {
+    std::cerr << "comm_check: " << e.what() << std::endl;
+    return e.exit_code();
+  }
+}

@@ -1,0 +1,159 @@
+// DeepSpeed's hostfile format and --include/--exclude syntax (deepspeed/launcher/runner.py,
+// tests/unit/launcher/test_run.py), with our messages.
+#include <gtest/gtest.h>
+
+#include "tools/launch/hostfile.h"
+#include "tools/launch/plan.h"
+#include "zerotrain/core/error.h"
+
+namespace zl = zerotrain::launch;
+using zerotrain::UsageError;
+
+namespace {
+
+zl::WorldInfo four_hosts() {
+  return zl::parse_hostfile("worker-0 slots=4\nworker-1 slots=4\nworker-2 slots=4\nworker-3 slots=4\n", "hostfile");
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "<no UsageError>";
+}
+
+TEST(Hostfile, ParsesEntriesCommentsAndBlankLines) {
+  auto w = zl::parse_hostfile("# a comment\n\nworker-0 slots=2\n  worker-1   slots=3  \n", "hf");
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].host, "worker-0");
+  EXPECT_EQ(w[0].slots, (std::vector<int>{0, 1}));
+  EXPECT_EQ(w[1].host, "worker-1");
+  EXPECT_EQ(w[1].slots, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(zl::total_slots(w), 5);
+  EXPECT_EQ(zl::to_hostfile(w), "worker-0 slots=2\nworker-1 slots=3\n");
+}
+
+TEST(Hostfile, RejectsBadEntryNamingTheLine) {
+  auto msg = error_of([] { zl::parse_hostfile("worker-0 slots=2\nworker-1 slots:3\n", "my_hostfile"); });
+  EXPECT_NE(msg.find("my_hostfile:2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("HOSTNAME slots=N"), std::string::npos) << msg;
+}
+
+TEST(Hostfile, RejectsDuplicateHostAndEmptyFile) {
+  EXPECT_NE(error_of([] { zl::parse_hostfile("a slots=1\na slots=2\n", "hf"); }).find("appears twice"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { zl::parse_hostfile("# only a comment\n", "hf"); }).find("no entries"), std::string::npos);
+  EXPECT_NE(error_of([] { zl::read_hostfile("/nonexistent/hostfile"); }).find("cannot read"), std::string::npos);
+}
+
+TEST(Select, IncludeHostsAndSlots) {
+  auto w = zl::select_resources(four_hosts(), {.include = "worker-1:0,2@worker-3"});
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].host, "worker-1");
+  EXPECT_EQ(w[0].slots, (std::vector<int>{0, 2}));
+  EXPECT_EQ(w[1].host, "worker-3");
+  EXPECT_EQ(w[1].slots, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(Select, IncludeKeepsHostfileOrder) {
+  auto w = zl::select_resources(four_hosts(), {.include = "worker-2@worker-0:1"});
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].host, "worker-0");
+  EXPECT_EQ(w[1].host, "worker-2");
+}
+
+TEST(Select, ExcludeHostsAndSlots) {
+  auto w = zl::select_resources(four_hosts(), {.exclude = "worker-1@worker-2:0,3"});
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_EQ(w[0].host, "worker-0");
+  EXPECT_EQ(w[1].host, "worker-2");
+  EXPECT_EQ(w[1].slots, (std::vector<int>{1, 2}));
+  EXPECT_EQ(w[2].host, "worker-3");
+}
+
+TEST(Select, Errors) {
+  EXPECT_NE(error_of([] { zl::select_resources(four_hosts(), {.include = "worker-9"}); }).find("'worker-9' is not in"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { zl::select_resources(four_hosts(), {.include = "worker-0:7"}); }).find("no slot 7"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { zl::select_resources(four_hosts(), {.include = "worker-0:x"}); }).find("not a non-negative"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { zl::select_resources(four_hosts(), {.include = "worker-0", .exclude = "worker-1"}); })
+                .find("cannot be used together"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { zl::select_resources(four_hosts(), {.include = "worker-0", .num_nodes = 1}); })
+                .find("cannot be used with --include"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { zl::select_resources(four_hosts(), {.exclude = "worker-0@worker-1@worker-2@worker-3"}); })
+                .find("leaves no host"),
+            std::string::npos);
+}
+
+TEST(Select, NumNodesAndSlotsPerNode) {
+  auto w = zl::select_resources(four_hosts(), {.num_nodes = 2, .slots_per_node = 1});
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[1].host, "worker-1");
+  EXPECT_EQ(w[1].slots, (std::vector<int>{0}));
+  EXPECT_NE(error_of([] { zl::select_resources(four_hosts(), {.num_nodes = 5}); }).find("has 4 hosts"),
+            std::string::npos);
+}
+
+TEST(Hostfile, LocalHostNames) {
+  EXPECT_TRUE(zl::is_local_host("localhost"));
+  EXPECT_TRUE(zl::is_local_host("127.0.0.1"));
+  EXPECT_FALSE(zl::is_local_host("worker-0"));
+}
+
+TEST(Plan, LocalRanksGetTheRendezvousEnvironment) {
+  zl::LaunchOptions o;
+  o.nproc_per_node = 3;
+  o.command = {"./train", "--x"};
+  auto plan = zl::plan_launch(o);
+  ASSERT_EQ(plan.children.size(), 3u);
+  const auto& c = plan.children[2];
+  EXPECT_EQ(c.label, "rank 2");
+  EXPECT_EQ(c.argv, (std::vector<std::string>{"./train", "--x"}));
+  auto get = [&](const std::string& key) {
+    for (const auto& [k, v] : c.env) {
+      if (k == key) return v;
+    }
+    return std::string("<unset>");
+  };
+  EXPECT_EQ(get("RANK"), "2");
+  EXPECT_EQ(get("WORLD_SIZE"), "3");
+  EXPECT_EQ(get("LOCAL_RANK"), "2");
+  EXPECT_EQ(get("LOCAL_WORLD_SIZE"), "3");
+  EXPECT_EQ(get("MASTER_ADDR"), "127.0.0.1");
+  EXPECT_NE(get("MASTER_PORT"), "0");
+}
+
+TEST(Plan, SecondNodeOfAMultiNodeJob) {
+  zl::LaunchOptions o;
+  o.nproc_per_node = 2;
+  o.nnodes = 3;
+  o.node_rank = 1;
+  o.master_addr = "10.0.0.1";
+  o.command = {"./train"};
+  auto plan = zl::plan_launch(o);
+  ASSERT_EQ(plan.children.size(), 2u);
+  EXPECT_EQ(plan.children[0].label, "rank 2");
+  EXPECT_EQ(plan.children[1].label, "rank 3");
+  o.node_rank = -1;
+  EXPECT_NE(error_of([&] { zl::plan_launch(o); }).find("needs --node_rank"), std::string::npos);
+  o.node_rank = 3;
+  EXPECT_NE(error_of([&] { zl::plan_launch(o); }).find("not below --nnodes"), std::string::npos);
+}
+
+TEST(Plan, NoProgramIsAnError) {
+  zl::LaunchOptions o;
+  EXPECT_NE(error_of([&] { zl::plan_launch(o); }).find("no program to launch"), std::string::npos);
+}
+
+TEST(Plan, ShellQuote) {
+  EXPECT_EQ(zl::shell_quote("a b"), "'a b'");
+  EXPECT_EQ(zl::shell_quote("it's"), "'it'\\''s'");
+}
+
+}  // namespace

@@ -1,0 +1,300 @@
+#include "tools/launch/plan.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "tools/launch/hostfile.h"
+#include "zerotrain/comm/types.h"
+#include "zerotrain/core/env.h"
+#include "zerotrain/core/error.h"
+
+extern char** environ;
+
+namespace zerotrain::launch {
+namespace {
+
+using detail::str;
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+constexpr int kDefaultMultiNodePort = 29500;   // torch.distributed's and DeepSpeed's default
+
+std::string self_exe() {
+  std::error_code ec;
+  auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
+  ZT_CHECK(!ec, IoError, "cannot find the zerotrain executable (/proc/self/exe): ", ec.message());
+  return path.string();
+}
+
+// Variables the ranks get from the launch flags, beside the rendezvous ones.
+Env comm_env(const LaunchOptions& o) {
+  Env env;
+  if (!o.backend.empty()) {
+    comm::parse_backend(o.backend, "--backend");   // rejects a bad name here, not in every rank
+    env.emplace_back("ZEROTRAIN_COMM_BACKEND", o.backend);
+  }
+  if (o.timeout_s > 0) env.emplace_back("ZEROTRAIN_COMM_TIMEOUT_S", str(static_cast<int64_t>(o.timeout_s + 0.999)));
+  return env;
+}
+
+struct NodeLayout {
+  int nnodes = 1;
+  int node_rank = 0;
+  int nproc = 1;
+  int rank_offset = 0;
+  int world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+};
+
+void add_rank_children(SupervisorOptions& plan, const LaunchOptions& o, const NodeLayout& node) {
+  for (int local = 0; local < node.nproc; ++local) {
+    const int rank = node.rank_offset + local;
+    ChildSpec child{str("rank ", rank), str("rank", rank, ".log"), o.command, comm_env(o)};
+    // torchrun's names, and DeepSpeed's launcher's (LOCAL_SIZE, CROSS_RANK, CROSS_SIZE).
+    Env rendezvous = {{"RANK", str(rank)},
+                      {"WORLD_SIZE", str(node.world_size)},
+                      {"LOCAL_RANK", str(local)},
+                      {"LOCAL_WORLD_SIZE", str(node.nproc)},
+                      {"LOCAL_SIZE", str(node.nproc)},
+                      {"GROUP_RANK", str(node.node_rank)},
+                      {"CROSS_RANK", str(node.node_rank)},
+                      {"CROSS_SIZE", str(node.nnodes)},
+                      {"MASTER_ADDR", node.master_addr},
+                      {"MASTER_PORT", str(node.master_port)}};
+    child.env.insert(child.env.end(), rendezvous.begin(), rendezvous.end());
+    plan.children.push_back(std::move(child));
+  }
+}
+
+NodeLayout per_node_layout(const LaunchOptions& o) {
+  NodeLayout node;
+  node.nproc = o.nproc_per_node < 0 ? 1 : o.nproc_per_node;
+  node.nnodes = o.nnodes < 0 ? 1 : o.nnodes;
+  ZT_CHECK(node.nproc >= 1, UsageError, "--nproc_per_node ", node.nproc, ": give at least 1");
+  ZT_CHECK(node.nnodes >= 1, UsageError, "--nnodes ", node.nnodes, ": give at least 1");
+  if (node.nnodes > 1) {
+    ZT_CHECK(o.node_rank >= 0, UsageError, "--nnodes ", node.nnodes,
+             " needs --node_rank (0 on the node of rank 0, then 1, 2, ...) on every node");
+    ZT_CHECK(!o.master_addr.empty(), UsageError, "--nnodes ", node.nnodes,
+             " needs --master_addr: the address of node 0 that every node can reach");
+  }
+  node.node_rank = o.node_rank < 0 ? 0 : o.node_rank;
+  ZT_CHECK(node.node_rank < node.nnodes, UsageError, "--node_rank ", node.node_rank, " is not below --nnodes ",
+           node.nnodes);
+  if (!o.master_addr.empty()) node.master_addr = o.master_addr;
+  node.master_port = o.master_port > 0 ? o.master_port
+                     : (node.nnodes == 1 && o.world_size < 0) ? find_free_port()
+                                                              : kDefaultMultiNodePort;
+  node.world_size = o.world_size > 0 ? o.world_size : node.nnodes * node.nproc;
+  node.rank_offset = o.rank_offset >= 0 ? o.rank_offset : node.node_rank * node.nproc;
+  ZT_CHECK(node.rank_offset + node.nproc <= node.world_size, UsageError, "ranks ", node.rank_offset, "..",
+           node.rank_offset + node.nproc - 1, " do not fit in a world of ", node.world_size);
+  return node;
+}
+
+// --- ssh --------------------------------------------------------------------------------
+
+std::vector<std::string> ssh_prefix(const LaunchOptions& o, const std::string& host) {
+  std::vector<std::string> argv{"ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"};
+  if (o.ssh_port > 0) {
+    argv.push_back("-p");
+    argv.push_back(str(o.ssh_port));
+  }
+  argv.push_back(host);
+  return argv;
+}
+
+std::string join_quoted(const std::vector<std::string>& argv) {
+  std::string text;
+  for (const auto& a : argv) text += (text.empty() ? "" : " ") + shell_quote(a);
+  return text;
+}
+
+// Runs a command, returns its exit code and the last line it printed.
+std::pair<int, std::string> run_capture(const std::vector<std::string>& argv) {
+  FILE* pipe = ::popen((join_quoted(argv) + " 2>&1").c_str(), "r");
+  ZT_CHECK(pipe != nullptr, IoError, "cannot run ", argv.front());
+  std::string output, last;
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
+  const int status = ::pclose(pipe);
+  size_t end = output.find_last_not_of("\r\n");
+  if (end != std::string::npos) {
+    size_t start = output.rfind('\n', end);
+    last = output.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+  }
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 255, last};
+}
+
+void preflight(const LaunchOptions& o, const std::string& host, const std::string& exe) {
+  auto argv = ssh_prefix(o, host);
+  argv.insert(argv.end(), {"test", "-x", exe});
+  const auto [code, message] = run_capture(argv);
+  if (code == 0) return;
+  if (code == 255) {
+    throw CommError(str("pre-flight: cannot ssh to host '", host, "' (", message.empty() ? "ssh exited with 255" : message,
+                        "). zerotrain launch starts remote ranks over passwordless ssh: check that `ssh ", host,
+                        " true` works without a prompt (ssh-copy-id), or start each node yourself with --nnodes, "
+                        "--node_rank and --master_addr"),
+                    "launch");
+  }
+  throw CommError(str("pre-flight: host '", host, "' has no executable ", exe,
+                      "; install zerotrain at the same path on every host"),
+                  "launch");
+}
+
+// Variables a remote node needs from here: ours, the comm libraries', threading, and the
+// KEY=VALUE lines of DeepSpeed's .deepspeed_env (in . or ~, or DS_ENV_FILE).
+Env exported_env() {
+  Env env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = entry.substr(0, eq);
+    for (const char* prefix : {"ZEROTRAIN_", "GLOO_", "NCCL_", "OMP_", "MKL_", "UCX_"}) {
+      if (key.rfind(prefix, 0) == 0) env.emplace_back(key, entry.substr(eq + 1));
+    }
+  }
+  const std::string name = env::get("DS_ENV_FILE").value_or(".deepspeed_env");
+  for (const std::string& dir : {std::string("."), env::get("HOME").value_or("")}) {
+    std::ifstream in(std::filesystem::path(dir) / name);
+    if (!in) continue;
+    for (std::string line; std::getline(in, line);) {
+      const size_t eq = line.find('=');
+      if (eq != std::string::npos && line[0] != '#') env.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+    }
+    break;
+  }
+  return env;
+}
+
+void add_hostfile_children(SupervisorOptions& plan, const LaunchOptions& o, const WorldInfo& world) {
+  const std::string exe = self_exe();
+  const std::string first = world.front().host;
+  std::string master_addr = o.master_addr.empty() ? first : o.master_addr;
+  ZT_CHECK(!(o.master_addr.empty() && is_local_host(first)), UsageError, "the first host of the hostfile is '", first,
+           "', which the other hosts cannot reach as the master; give --master_addr with this host's address");
+  const int master_port = o.master_port > 0 ? o.master_port : kDefaultMultiNodePort;
+  const int world_size = total_slots(world);
+  if (!o.no_ssh_check) {
+    for (const auto& h : world) {
+      if (!is_local_host(h.host)) preflight(o, h.host, exe);
+    }
+  }
+  const std::string cwd = std::filesystem::current_path().string();
+  int offset = 0;
+  for (size_t i = 0; i < world.size(); ++i) {
+    const HostSlots& h = world[i];
+    const int nproc = static_cast<int>(h.slots.size());
+    if (is_local_host(h.host)) {
+      NodeLayout node{static_cast<int>(world.size()), static_cast<int>(i), nproc, offset, world_size, master_addr,
+                      master_port};
+      add_rank_children(plan, o, node);
+    } else {
+      std::vector<std::string> remote{exe, "launch", "--nnodes", str(world.size()), "--node_rank", str(i),
+                                      "--nproc_per_node", str(nproc), "--rank_offset", str(offset), "--world_size",
+                                      str(world_size), "--master_addr", master_addr, "--master_port", str(master_port),
+                                      "--kill_grace_s", str(o.kill_grace_s)};
+      if (!o.log_dir.empty()) remote.insert(remote.end(), {"--log_dir", std::filesystem::absolute(o.log_dir).string()});
+      if (!o.backend.empty()) remote.insert(remote.end(), {"--backend", o.backend});
+      if (o.timeout_s > 0) remote.insert(remote.end(), {"--timeout_s", str(o.timeout_s)});
+      remote.push_back("--");
+      remote.insert(remote.end(), o.command.begin(), o.command.end());
+      std::string script = "cd " + shell_quote(cwd) + " && exec env";
+      for (const auto& [key, value] : exported_env()) script += " " + shell_quote(key + "=" + value);
+      script += " " + join_quoted(remote);
+      auto argv = ssh_prefix(o, h.host);
+      // A terminal on the remote side makes it get SIGHUP when this ssh is killed, so its
+      // launcher stops its ranks.
+      argv.insert(argv.begin() + 1, "-tt");
+      argv.push_back(script);
+      plan.children.push_back({str("host ", h.host), str("ssh-", h.host, ".log"), argv, {}, /*prefix_output=*/false});
+    }
+    offset += nproc;
+  }
+}
+
+// --- mpirun -----------------------------------------------------------------------------
+
+void add_mpirun_child(SupervisorOptions& plan, const LaunchOptions& o, const WorldInfo* world) {
+  ZT_CHECK(o.nnodes <= 1 || world != nullptr, UsageError,
+           "--backend mpi starts every node through mpirun: list the nodes in --hostfile instead of starting each "
+           "with --nnodes/--node_rank");
+  std::vector<std::string> argv{"mpirun"};
+  int nproc = o.nproc_per_node < 0 ? 1 : o.nproc_per_node;
+  if (world != nullptr) {
+    nproc = total_slots(*world);
+    const std::filesystem::path dir =
+        o.log_dir.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(o.log_dir);
+    std::filesystem::create_directories(dir);
+    const auto path = dir / str("zerotrain-hostfile-", ::getpid());
+    std::ofstream(path) << to_hostfile(*world);
+    argv.insert(argv.end(), {"--hostfile", path.string()});
+  }
+  argv.insert(argv.end(), {"-np", str(nproc)});
+  if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+  // More ranks than cores is normal on small machines and in tests; binding would pile
+  // them onto the same core.
+  argv.insert(argv.end(), {"--oversubscribe", "--bind-to", "none"});
+  Env env = comm_env(o);
+  if (o.backend.empty()) env.emplace_back("ZEROTRAIN_COMM_BACKEND", "mpi");
+  for (const auto& [key, value] : env) argv.insert(argv.end(), {"-x", key});
+  argv.insert(argv.end(), {self_exe(), "launch", "--mpi_rank_wrapper", "--kill_grace_s", str(o.kill_grace_s)});
+  if (!o.log_dir.empty()) argv.insert(argv.end(), {"--log_dir", std::filesystem::absolute(o.log_dir).string()});
+  argv.push_back("--");
+  argv.insert(argv.end(), o.command.begin(), o.command.end());
+  plan.children.push_back({"mpirun", "mpirun.log", argv, env, /*prefix_output=*/false});
+}
+
+}  // namespace
+
+std::string shell_quote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+SupervisorOptions plan_launch(const LaunchOptions& o) {
+  ZT_CHECK(!o.command.empty(), UsageError,
+           "no program to launch; put it after the options, e.g. zerotrain launch --nproc_per_node 2 -- ./train args");
+  SupervisorOptions plan;
+  plan.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(o.kill_grace_s * 1000));
+  if (!o.log_dir.empty()) plan.log_dir = o.log_dir;
+
+  if (o.mpi_rank_wrapper) {
+    // One rank under mpirun: supervise it like a local rank (prefix, log file, failure report).
+    const int rank = static_cast<int>(env::get_int("OMPI_COMM_WORLD_RANK").value_or(0));
+    plan.children.push_back({str("rank ", rank), str("rank", rank, ".log"), o.command, {}});
+    return plan;
+  }
+  const bool mpi = !o.backend.empty() && comm::parse_backend(o.backend, "--backend") == comm::BackendKind::kMpi;
+  if (!o.hostfile.empty() || !o.include.empty() || !o.exclude.empty()) {
+    ZT_CHECK(!o.hostfile.empty(), UsageError, "--include/--exclude select hosts of a --hostfile; give one");
+    const WorldInfo world =
+        select_resources(read_hostfile(o.hostfile), {o.include, o.exclude, o.nnodes, o.nproc_per_node});
+    if (mpi) {
+      add_mpirun_child(plan, o, &world);
+    } else if (world.size() == 1 && is_local_host(world.front().host)) {
+      LaunchOptions local = o;
+      local.nproc_per_node = total_slots(world);
+      local.nnodes = 1;
+      add_rank_children(plan, o, per_node_layout(local));
+    } else {
+      add_hostfile_children(plan, o, world);
+    }
+    return plan;
+  }
+  if (mpi) {
+    add_mpirun_child(plan, o, nullptr);
+  } else {
+    add_rank_children(plan, o, per_node_layout(o));
+  }
+  return plan;
+}
+
+}  // namespace zerotrain::launch

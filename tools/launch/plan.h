@@ -1,0 +1,38 @@
+// From the flags of `zerotrain launch` to the processes to supervise: local ranks, one
+// node of a multi-node job, a hostfile over ssh, or mpirun (--backend mpi).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tools/launch/supervisor.h"
+
+namespace zerotrain::launch {
+
+struct LaunchOptions {
+  int nproc_per_node = -1;   // -1: not given (1 locally, every slot with a hostfile)
+  int nnodes = -1;
+  int node_rank = -1;
+  std::string master_addr;
+  int master_port = 0;       // 0: a free port for a one-node job, 29500 across nodes
+  std::string hostfile;
+  std::string include;
+  std::string exclude;
+  bool no_ssh_check = false;
+  int ssh_port = 0;
+  std::string log_dir;
+  std::string backend;       // "" / auto / gloo / mpi: exported as ZEROTRAIN_COMM_BACKEND
+  double timeout_s = 0;      // > 0: exported as ZEROTRAIN_COMM_TIMEOUT_S
+  double kill_grace_s = 5;
+  int rank_offset = -1;      // set by the hostfile mode for each node it starts over ssh
+  int world_size = -1;
+  bool mpi_rank_wrapper = false;   // internal: run one rank under mpirun (see plan.cpp)
+  std::vector<std::string> command;
+};
+
+SupervisorOptions plan_launch(const LaunchOptions& options);
+
+// 'text' quoted for a POSIX shell.
+std::string shell_quote(const std::string& text);
+
+}  // namespace zerotrain::launch

@@ -1,0 +1,39 @@
+// Runs a set of child processes (the ranks of this node, or an mpirun, or ssh sessions)
+// and watches them: output is prefixed and copied to per-child log files; the first child
+// that fails stops all the others (SIGTERM, then SIGKILL after a grace period); a signal
+// to the launcher reaches every child; nothing is left running when supervise() returns.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zerotrain::launch {
+
+struct ChildSpec {
+  std::string label;                 // "rank 3", "host worker-1", "mpirun"
+  std::string log_name;              // file name inside log_dir ("rank3.log")
+  std::vector<std::string> argv;     // argv[0] is looked up in PATH
+  std::vector<std::pair<std::string, std::string>> env;   // set on top of the launcher's environment
+  bool prefix_output = true;         // false when the child prefixes its own lines
+};
+
+struct SupervisorOptions {
+  std::vector<ChildSpec> children;
+  std::optional<std::filesystem::path> log_dir;   // one <log_name> per child
+  std::chrono::milliseconds kill_grace{5000};     // SIGTERM -> SIGKILL
+  int tail_lines = 20;                            // lines of the failed child's output to repeat
+};
+
+// Returns the exit code for the launcher: 0 when every child exited 0; otherwise the code
+// of the child that failed first (128 + N for a child killed by signal N), or 128 + N when
+// the launcher itself got signal N.
+int supervise(const SupervisorOptions& options);
+
+// A TCP port that was free a moment ago on this host (bound to port 0, then released).
+int find_free_port();
+
+}  // namespace zerotrain::launch
