@@ -8,9 +8,45 @@
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::tools {
+namespace {
+
+// The options whose value is the next word; every other "-x" word is a flag.
+bool takes_value(const std::string& word) {
+  if (word.find('=') != std::string::npos) return false;
+  for (const char* flag : {"--no_ssh_check", "--mpi_rank_wrapper", "-h", "--help"}) {
+    if (word == flag) return false;
+  }
+  return true;
+}
+
+std::shared_ptr<launch::LaunchOptions> g_options = std::make_shared<launch::LaunchOptions>();
+
+}  // namespace
+
+std::vector<std::string> split_launch_program(std::vector<std::string>& args) {
+  if (args.size() < 2 || args[1] != "launch") return {};
+  for (size_t i = 2; i < args.size(); ++i) {
+    const std::string& word = args[i];
+    if (word == "--") {
+      std::vector<std::string> program(args.begin() + static_cast<long>(i) + 1, args.end());
+      args.resize(i);
+      return program;
+    }
+    if (!word.empty() && word[0] == '-') {
+      if (takes_value(word)) ++i;
+      continue;
+    }
+    std::vector<std::string> program(args.begin() + static_cast<long>(i), args.end());
+    args.resize(i);
+    return program;
+  }
+  return {};
+}
+
+void set_launch_program(std::vector<std::string> program) { g_options->command = std::move(program); }
 
 Command add_launch_command(CLI::App& app) {
-  auto options = std::make_shared<launch::LaunchOptions>();
+  auto options = g_options;
   CLI::App* cmd = app.add_subcommand("launch", "Start the ranks of a distributed job and supervise them");
   cmd->add_option("--nproc_per_node,--num_gpus,--num_procs,--num_accelerators", options->nproc_per_node,
                   "Ranks to start on this node (default 1; with --hostfile: every slot)");
@@ -35,13 +71,9 @@ Command add_launch_command(CLI::App& app) {
       ->group("");
   cmd->add_option("--world_size", options->world_size, "Total ranks of the job (set by --hostfile)")->group("");
   cmd->add_flag("--mpi_rank_wrapper", options->mpi_rank_wrapper, "internal: one rank under mpirun")->group("");
-  cmd->add_option("command", options->command, "The program and its arguments");
-  // Everything from the program's name on belongs to the program.
-  cmd->prefix_command();
-  return {cmd, [options, cmd] {
-            for (const auto& extra : cmd->remaining()) options->command.push_back(extra);
-            return launch::supervise(launch::plan_launch(*options));
-          }};
+  cmd->footer("PROGRAM [ARGS...] follows the options (after \"--\" if it starts with a dash); the ranks get "
+              "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT.");
+  return {cmd, [options] { return launch::supervise(launch::plan_launch(*options)); }};
 }
 
 }  // namespace zerotrain::tools

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace zerotrain::tools {
 
@@ -13,6 +14,13 @@ struct Command {
   CLI::App* app;                 // the subcommand, to see whether it was chosen
   std::function<int()> run;      // returns the exit code
 };
+
+// `zerotrain launch [OPTIONS] [--] PROGRAM ARGS...`: removes PROGRAM ARGS from `args`
+// (the whole command line) and returns them, so that CLI11 never sees the program's own
+// flags. The program starts after "--", or at the first word that is not a launch option
+// or an option's value. Returns nothing for other subcommands.
+std::vector<std::string> split_launch_program(std::vector<std::string>& args);
+void set_launch_program(std::vector<std::string> program);
 
 Command add_report_command(CLI::App& app);
 Command add_config_command(CLI::App& app);

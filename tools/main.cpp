@@ -19,7 +19,11 @@ int main(int argc, char** argv) {
   std::vector<zt::Command> commands = {zt::add_report_command(app), zt::add_config_command(app),
                                        zt::add_launch_command(app)};
   try {
-    app.parse(argc, argv);
+    // The launched program's own arguments never go through CLI11.
+    std::vector<std::string> args(argv, argv + argc);
+    zt::set_launch_program(zt::split_launch_program(args));
+    std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);   // CLI11 wants them reversed
+    app.parse(reversed);
     for (const auto& command : commands) {
       if (command.app->parsed()) return command.run();
     }

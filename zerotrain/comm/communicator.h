@@ -5,8 +5,11 @@
 //   comm.all_reduce(grads, comm::ReduceOp::kAvg).wait();
 //   comm.reduce_scatter(bucket, my_chunk).wait();      // my_chunk: chunk_range(bucket.numel(), ws, rank)
 //
-// Counts always come from the tensors. Every call returns a Work at once; collectives must
-// be issued in the same order on every rank (each gets the same sequence number there).
+// Counts always come from the tensors. Every call returns a Work (the threads backend
+// completes the operation while issuing it); collectives must be issued in the same order
+// on every rank (each gets the same sequence number there). Argument errors, and with
+// check_fingerprints a mismatch or a timeout of the check, are thrown by the call itself;
+// everything else by Work::wait().
 // A Communicator is a handle (copies share one connection) used from one thread at a time.
 #pragma once
 

@@ -35,7 +35,7 @@ struct CommOptions {
   // a mismatch throws CommError on every rank instead of hanging or corrupting data.
   // One extra small all_gather per collective: for debugging.
   bool check_fingerprints = false;
-  // Elements per bucket of the *_coalesced collectives (0: one bucket for everything).
+  // Bytes per bucket of the *_coalesced collectives (0: one bucket per dtype run).
   int64_t bucket_nbytes = 25 * 1024 * 1024;
 };
 
