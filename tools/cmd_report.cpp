@@ -12,6 +12,7 @@
 
 #include "tools/commands.h"
 #include "tools/torch_info.h"
+#include "zerotrain/comm/report.h"
 #include "zerotrain/core/env.h"
 #include "zerotrain/version.h"
 
@@ -46,13 +47,12 @@ struct Feature {
 // What this build can do; each issue that lands a capability updates its line.
 const std::vector<Feature> kFeatures = {
     {"ds_config parsing and validation", "yes"},
-    {"collectives (gloo, mpi, in-process)", "not yet"},
-    {"nccl", "not yet"},
+    {"collectives (zerotrain::comm)", "yes"},
     {"ZeRO stages 0-3", "not yet"},
     {"fp16 / bf16 mixed precision", "not yet"},
     {"CPU / NVMe offload", "not yet"},
     {"sharded checkpoints", "not yet"},
-    {"launcher", "not yet"},
+    {"launcher (zerotrain launch)", "yes"},
     {"memory estimator", "not yet"},
     {"trainer", "not yet"},
 };
@@ -91,6 +91,9 @@ Command add_report_command(CLI::App& app) {
               out["cpu"] = {{"hardware_threads", std::thread::hardware_concurrency()},
                             {"simd", have}, {"simd_missing", missing}};
               for (const auto& f : kFeatures) out["features"][f.name] = f.status;
+              for (const auto& b : comm::backend_reports()) {
+                out["comm_backends"][b.name] = {{"status", b.status}, {"composed", b.composed}};
+              }
               std::cout << out.dump(2) << "\n";
               return 0;
             }
@@ -117,6 +120,11 @@ Command add_report_command(CLI::App& app) {
             print_row("SIMD missing", join(missing));
             std::cout << "zerotrain features\n";
             for (const auto& f : kFeatures) print_row(f.name, f.status);
+            std::cout << "communication backends\n";
+            for (const auto& b : comm::backend_reports()) {
+              print_row(b.name, b.status);
+              for (const auto& c : b.composed) std::cout << "      composed: " << c << "\n";
+            }
             return 0;
           }};
 }

@@ -29,7 +29,7 @@ expect() {
 }
 
 expect version 0 "zerotrain 0.1.0" "LibTorch 2." -- "$zt" --version
-expect report 0 "LibTorch" "CPU kernels (ATen)" "SIMD" "ds_config parsing and validation" -- "$zt" report
+expect report 0 "LibTorch" "CPU kernels (ATen)" "SIMD" "ds_config parsing and validation" "communication backends" "gloo ...." -- "$zt" report
 expect report_json 0 '"libtorch"' '"simd"' -- "$zt" report --json
 expect no_command 2 "Subcommands" -- "$zt"
 expect bad_flag 2 "--bogus" -- "$zt" config check --bogus x.json

@@ -8,7 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include "zerotrain/comm/communicator.h"
 #include "zerotrain/comm/rendezvous.h"
+#include "zerotrain/config/config.h"
 #include "zerotrain/comm/types.h"
 #include "zerotrain/core/error.h"
 
@@ -303,6 +305,22 @@ TEST(CommEnv, TorchrunWinsOverMpiWhichWinsOverSlurm) {
     EXPECT_EQ(info.source, LaunchSource::kOpenMpi);
     EXPECT_EQ(info.rank, 2);
   }
+  {
+    // `zerotrain launch` under mpirun copies the OpenMPI values into RANK/WORLD_SIZE:
+    // the process still belongs to mpirun's world.
+    EnvGuard env;
+    env.set("RANK", "2");
+    env.set("WORLD_SIZE", "4");
+    env.set("OMPI_COMM_WORLD_RANK", "2");
+    env.set("OMPI_COMM_WORLD_SIZE", "4");
+    env.set("MASTER_ADDR", "10.0.0.1");
+    env.set("MASTER_PORT", "1234");
+    RendezvousInfo info = rendezvous_from_env();
+    EXPECT_EQ(info.source, LaunchSource::kOpenMpi);
+    EXPECT_EQ(info.rank, 2);
+    EXPECT_EQ(info.master_addr, "10.0.0.1");
+    EXPECT_EQ(info.master_port, 1234);
+  }
 }
 
 // Sets the variables (name, value pairs), calls rendezvous_from_env() and returns the
@@ -497,3 +515,20 @@ TEST(CommTypes, ChunkRange) {
 
 }  // namespace
 }  // namespace zerotrain::comm
+
+TEST(CommConfig, OptionsFromTheCommBlock) {
+  auto c = zerotrain::Config::from_string(
+      R"({"train_batch_size": 8, "comm": {"backend": "mpi", "timeout_s": 2.5, "check_fingerprints": true}})");
+  auto o = zerotrain::comm::options_from_config(c);
+  EXPECT_EQ(o.backend, zerotrain::comm::BackendKind::kMpi);
+  EXPECT_EQ(o.timeout.count(), 2500);
+  EXPECT_TRUE(o.check_fingerprints);
+  auto d = zerotrain::comm::options_from_config(zerotrain::Config::from_string(R"({"train_batch_size": 8})"));
+  EXPECT_EQ(d.backend, zerotrain::comm::BackendKind::kAuto);
+  EXPECT_EQ(d.timeout, zerotrain::comm::kDefaultTimeout);
+  EXPECT_FALSE(d.check_fingerprints);
+  EXPECT_THROW(zerotrain::Config::from_string(R"({"train_batch_size": 8, "comm": {"backend": "glo"}})"),
+               zerotrain::ConfigError);
+  EXPECT_THROW(zerotrain::Config::from_string(R"({"train_batch_size": 8, "comm": {"timeout_s": 0}})"),
+               zerotrain::ConfigError);
+}

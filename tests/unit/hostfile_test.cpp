@@ -2,6 +2,8 @@
 // tests/unit/launcher/test_run.py), with our messages.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tools/launch/hostfile.h"
 #include "tools/launch/plan.h"
 #include "zerotrain/core/error.h"
@@ -109,6 +111,7 @@ TEST(Hostfile, LocalHostNames) {
 TEST(Plan, LocalRanksGetTheRendezvousEnvironment) {
   zl::LaunchOptions o;
   o.nproc_per_node = 3;
+  o.backend = "gloo";
   o.command = {"./train", "--x"};
   auto plan = zl::plan_launch(o);
   ASSERT_EQ(plan.children.size(), 3u);
@@ -144,6 +147,38 @@ TEST(Plan, SecondNodeOfAMultiNodeJob) {
   EXPECT_NE(error_of([&] { zl::plan_launch(o); }).find("needs --node_rank"), std::string::npos);
   o.node_rank = 3;
   EXPECT_NE(error_of([&] { zl::plan_launch(o); }).find("not below --nnodes"), std::string::npos);
+}
+
+TEST(Plan, MpiRunsOneMpirunWithAWrapperPerRank) {
+  zl::LaunchOptions o;
+  o.nproc_per_node = 4;
+  o.backend = "mpi";
+  o.command = {"./train"};
+  auto plan = zl::plan_launch(o);
+  ASSERT_EQ(plan.children.size(), 1u);
+  const auto& argv = plan.children[0].argv;
+  EXPECT_EQ(argv.front(), "mpirun");
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--mpi_rank_wrapper"), argv.end());
+  EXPECT_EQ(argv.back(), "./train");
+  auto np = std::find(argv.begin(), argv.end(), "-np");
+  ASSERT_NE(np, argv.end());
+  EXPECT_EQ(*(np + 1), "4");
+  o.nnodes = 2;
+  o.node_rank = 0;
+  o.master_addr = "10.0.0.1";
+  EXPECT_NE(error_of([&] { zl::plan_launch(o); }).find("list the nodes in --hostfile"), std::string::npos);
+}
+
+TEST(Plan, PerNodeModeNeverUsesMpirun) {
+  zl::LaunchOptions o;
+  o.nproc_per_node = 2;
+  o.nnodes = 2;
+  o.node_rank = 0;
+  o.master_addr = "10.0.0.1";
+  o.command = {"./train"};
+  auto plan = zl::plan_launch(o);
+  ASSERT_EQ(plan.children.size(), 2u);
+  EXPECT_EQ(plan.children[0].argv.front(), "./train");
 }
 
 TEST(Plan, NoProgramIsAnError) {

@@ -21,6 +21,11 @@ using detail::str;
 using Env = std::vector<std::pair<std::string, std::string>>;
 
 constexpr int kDefaultMultiNodePort = 29500;   // torch.distributed's and DeepSpeed's default
+#ifdef ZEROTRAIN_HAVE_MPI
+constexpr bool kMpiBuilt = true;
+#else
+constexpr bool kMpiBuilt = false;
+#endif
 
 std::string self_exe() {
   std::error_code ec;
@@ -147,6 +152,13 @@ void preflight(const LaunchOptions& o, const std::string& host, const std::strin
                   "launch");
 }
 
+void preflight_hosts(const LaunchOptions& o, const WorldInfo& world, const std::string& exe) {
+  if (o.no_ssh_check) return;
+  for (const auto& h : world) {
+    if (!is_local_host(h.host)) preflight(o, h.host, exe);
+  }
+}
+
 // Variables a remote node needs from here: ours, the comm libraries', threading, and the
 // KEY=VALUE lines of DeepSpeed's .deepspeed_env (in . or ~, or DS_ENV_FILE).
 Env exported_env() {
@@ -181,11 +193,7 @@ void add_hostfile_children(SupervisorOptions& plan, const LaunchOptions& o, cons
            "', which the other hosts cannot reach as the master; give --master_addr with this host's address");
   const int master_port = o.master_port > 0 ? o.master_port : kDefaultMultiNodePort;
   const int world_size = total_slots(world);
-  if (!o.no_ssh_check) {
-    for (const auto& h : world) {
-      if (!is_local_host(h.host)) preflight(o, h.host, exe);
-    }
-  }
+  preflight_hosts(o, world, exe);
   const std::string cwd = std::filesystem::current_path().string();
   int offset = 0;
   for (size_t i = 0; i < world.size(); ++i) {
@@ -228,6 +236,7 @@ void add_mpirun_child(SupervisorOptions& plan, const LaunchOptions& o, const Wor
   std::vector<std::string> argv{"mpirun"};
   int nproc = o.nproc_per_node < 0 ? 1 : o.nproc_per_node;
   if (world != nullptr) {
+    preflight_hosts(o, *world, self_exe());   // mpirun's own ssh failure says much less
     nproc = total_slots(*world);
     const std::filesystem::path dir =
         o.log_dir.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(o.log_dir);
@@ -242,13 +251,42 @@ void add_mpirun_child(SupervisorOptions& plan, const LaunchOptions& o, const Wor
   // them onto the same core.
   argv.insert(argv.end(), {"--oversubscribe", "--bind-to", "none"});
   Env env = comm_env(o);
-  if (o.backend.empty()) env.emplace_back("ZEROTRAIN_COMM_BACKEND", "mpi");
+  // A program that asks for gloo under mpirun finds its master here.
+  if (world == nullptr) {
+    env.emplace_back("MASTER_ADDR", o.master_addr.empty() ? "127.0.0.1" : o.master_addr);
+    env.emplace_back("MASTER_PORT", str(o.master_port > 0 ? o.master_port : find_free_port()));
+  } else {
+    env.emplace_back("MASTER_ADDR", o.master_addr.empty() ? world->front().host : o.master_addr);
+    env.emplace_back("MASTER_PORT", str(o.master_port > 0 ? o.master_port : kDefaultMultiNodePort));
+  }
   for (const auto& [key, value] : env) argv.insert(argv.end(), {"-x", key});
   argv.insert(argv.end(), {self_exe(), "launch", "--mpi_rank_wrapper", "--kill_grace_s", str(o.kill_grace_s)});
   if (!o.log_dir.empty()) argv.insert(argv.end(), {"--log_dir", std::filesystem::absolute(o.log_dir).string()});
   argv.push_back("--");
   argv.insert(argv.end(), o.command.begin(), o.command.end());
   plan.children.push_back({"mpirun", "mpirun.log", argv, env, /*prefix_output=*/false});
+}
+
+bool on_path(const std::string& program) {
+  const std::string path = env::get("PATH").value_or("/usr/bin:/bin");
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t end = std::min(path.find(':', start), path.size());
+    if (::access((path.substr(start, end - start) + "/" + program).c_str(), X_OK) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+// --backend mpi, or no backend (auto) where mpirun can start the job: MPI is the faster
+// backend on one host (docs/benchmarks.md), so it is the default where it can run.
+// Per-node mode (--nnodes/--node_rank without a hostfile) has no mpirun: Gloo.
+bool uses_mpirun(const LaunchOptions& o) {
+  const auto kind = o.backend.empty() ? comm::BackendKind::kAuto : comm::parse_backend(o.backend, "--backend");
+  if (kind == comm::BackendKind::kMpi) return true;
+  if (kind != comm::BackendKind::kAuto || !kMpiBuilt) return false;
+  const bool per_node = o.hostfile.empty() && o.nnodes > 1;
+  return !per_node && o.world_size < 0 && on_path("mpirun");
 }
 
 }  // namespace
@@ -269,10 +307,20 @@ SupervisorOptions plan_launch(const LaunchOptions& o) {
   if (o.mpi_rank_wrapper) {
     // One rank under mpirun: supervise it like a local rank (prefix, log file, failure report).
     const int rank = static_cast<int>(env::get_int("OMPI_COMM_WORLD_RANK").value_or(0));
-    plan.children.push_back({str("rank ", rank), str("rank", rank, ".log"), o.command, {}});
+    // torchrun's names too, for programs that read them; comm's rendezvous sees that
+    // they copy mpirun's and keeps mpirun's world.
+    Env names;
+    for (const auto& [name, ompi] : {std::pair{"RANK", "OMPI_COMM_WORLD_RANK"}, {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"},
+                                     {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"},
+                                     {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+                                     {"LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}}) {
+      if (auto value = env::get(ompi)) names.emplace_back(name, *value);
+    }
+    plan.children.push_back({str("rank ", rank), str("rank", rank, ".log"), o.command, names});
+    plan.announce_signals = false;   // mpirun stopping the other ranks is not news
     return plan;
   }
-  const bool mpi = !o.backend.empty() && comm::parse_backend(o.backend, "--backend") == comm::BackendKind::kMpi;
+  const bool mpi = uses_mpirun(o);
   if (!o.hostfile.empty() || !o.include.empty() || !o.exclude.empty()) {
     ZT_CHECK(!o.hostfile.empty(), UsageError, "--include/--exclude select hosts of a --hostfile; give one");
     const WorldInfo world =

@@ -229,8 +229,10 @@ int supervise(const SupervisorOptions& options) {
         while (::read(g_signal_pipe[0], &signo, 1) == 1) {
           if (!launcher_signal) {
             launcher_signal = signo;
-            std::cerr << "zerotrain launch: got SIG" << sigabbrev_np(signo) << "; stopping " << children.size()
-                      << (children.size() == 1 ? " process" : " processes") << std::endl;
+            if (options.announce_signals) {
+              std::cerr << "zerotrain launch: got SIG" << sigabbrev_np(signo) << "; stopping " << children.size()
+                        << (children.size() == 1 ? " process" : " processes") << std::endl;
+            }
             stop_all(signo == SIGINT ? SIGINT : SIGTERM);
           }
         }

@@ -26,6 +26,7 @@ struct SupervisorOptions {
   std::optional<std::filesystem::path> log_dir;   // one <log_name> per child
   std::chrono::milliseconds kill_grace{5000};     // SIGTERM -> SIGKILL
   int tail_lines = 20;                            // lines of the failed child's output to repeat
+  bool announce_signals = true;                   // say "got SIGTERM; stopping ..." on stderr
 };
 
 // Returns the exit code for the launcher: 0 when every child exited 0; otherwise the code

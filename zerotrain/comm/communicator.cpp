@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include "zerotrain/comm/collective_work.h"
+#include "zerotrain/config/config.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
 
@@ -225,6 +226,19 @@ struct Issuer {
 };
 
 #include "zerotrain/comm/coalesced_impl.h"
+
+CommOptions options_from_config(const config::Config& config) {
+  CommOptions options;
+  switch (config.comm.backend.value_or(config::CommBackend::kGloo)) {
+    case config::CommBackend::kGloo: options.backend = BackendKind::kGloo; break;
+    case config::CommBackend::kMpi: options.backend = BackendKind::kMpi; break;
+    case config::CommBackend::kNccl: options.backend = BackendKind::kNccl; break;
+  }
+  if (!config.comm.backend) options.backend = BackendKind::kAuto;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.comm.timeout_s * 1000));
+  options.check_fingerprints = config.comm.check_fingerprints;
+  return options;
+}
 
 Communicator Communicator::init(CommOptions options) { return init(rendezvous_from_env(), options); }
 

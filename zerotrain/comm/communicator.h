@@ -23,7 +23,14 @@
 #include "zerotrain/comm/types.h"
 #include "zerotrain/comm/work.h"
 
+namespace zerotrain::config {
+struct Config;
+}
+
 namespace zerotrain::comm {
+
+// The options a ds_config's "comm" block asks for (before the environment's overrides).
+CommOptions options_from_config(const config::Config& config);
 
 namespace detail {
 struct CommState;

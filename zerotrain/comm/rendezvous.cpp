@@ -48,6 +48,13 @@ void check(const RendezvousInfo& info, const char* rank_var, const char* size_va
            " local ranks the launcher reported");
 }
 
+// True when RANK/WORLD_SIZE only repeat what mpirun set (`zerotrain launch` under mpirun
+// sets both, for programs that read RANK): the process belongs to mpirun's world.
+bool rank_copies_mpirun() {
+  const auto ompi_rank = env::get("OMPI_COMM_WORLD_RANK");
+  return ompi_rank && env::get("RANK") == ompi_rank && env::get("WORLD_SIZE") == env::get("OMPI_COMM_WORLD_SIZE");
+}
+
 }  // namespace
 
 const char* to_string(LaunchSource source) {
@@ -62,7 +69,7 @@ const char* to_string(LaunchSource source) {
 
 RendezvousInfo rendezvous_from_env() {
   RendezvousInfo info;
-  if (env::get("RANK")) {
+  if (env::get("RANK") && !rank_copies_mpirun()) {
     // torchrun, DeepSpeed's launcher and `zerotrain launch`. DeepSpeed's launcher sets
     // LOCAL_SIZE where torchrun sets LOCAL_WORLD_SIZE.
     info.source = LaunchSource::kTorchrun;

@@ -77,6 +77,7 @@ struct Config {
   CheckpointConfig checkpoint;
   TimersConfig timers;
   ProgressiveLayerDropConfig progressive_layer_drop;
+  CommConfig comm;   // zerotrain's extension: backend, timeout, fingerprint checks
 
   // Blocks of DeepSpeed features zerotrain does not implement, kept verbatim: accepted while
   // they ask for nothing (see Reader::feature_block).

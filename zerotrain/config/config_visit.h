@@ -43,6 +43,7 @@ void Config::visit(V& v) {
   v.field("checkpoint", checkpoint);
   v.field("timers", timers);
   v.field("progressive_layer_drop", progressive_layer_drop);
+  v.field("comm", comm);
 
   v.feature_block("amp", amp, "apex AMP (use fp16 or bf16)");
   v.feature_block("comet", comet, "the Comet monitor");

@@ -141,6 +141,28 @@ struct TimersConfig {
   template <class V> void visit(V& v) { v.field("throughput", throughput); }
 };
 
+// zerotrain's own block (DeepSpeed has none): the communication layer. The environment
+// (ZEROTRAIN_COMM_BACKEND, ZEROTRAIN_COMM_TIMEOUT_S, ZEROTRAIN_COMM_DEBUG) overrides it,
+// and `zerotrain launch --backend/--timeout_s` sets the environment. See docs/comm.md.
+// No "auto" spelling: in a ds_config "auto" means "filled by HF's Trainer". Leaving the key
+// out means automatic (mpi under mpirun, gloo otherwise).
+enum class CommBackend { kGloo, kMpi, kNccl };
+template <> struct EnumNames<CommBackend> {
+  static constexpr std::array<const char*, 3> names{"gloo", "mpi", "nccl"};
+};
+
+struct CommConfig {
+  static constexpr bool kIsBlock = true;
+  std::optional<CommBackend> backend;   // unset: automatic
+  double timeout_s = 300;            // every collective's wait
+  bool check_fingerprints = false;   // compare (op, dtype, numel) across ranks before each collective
+  template <class V> void visit(V& v) {
+    v.field("backend", backend);
+    v.field("timeout_s", timeout_s, {.min = 0.001});
+    v.field("check_fingerprints", check_fingerprints);
+  }
+};
+
 struct ProgressiveLayerDropConfig {
   static constexpr bool kIsBlock = true;
   bool enabled = false;
