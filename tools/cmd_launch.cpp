@@ -1,5 +1,8 @@
 // `zerotrain launch [options] [--] PROGRAM ARGS...`: start the ranks of a job and watch them.
 // Flag names follow torchrun and DeepSpeed's launcher (docs/launch.md).
+#include <signal.h>
+#include <sys/prctl.h>
+
 #include <iostream>
 #include <memory>
 
@@ -73,7 +76,13 @@ Command add_launch_command(CLI::App& app) {
   cmd->add_flag("--mpi_rank_wrapper", options->mpi_rank_wrapper, "internal: one rank under mpirun")->group("");
   cmd->footer("PROGRAM [ARGS...] follows the options (after \"--\" if it starts with a dash); the ranks get "
               "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT.");
-  return {cmd, [options] { return launch::supervise(launch::plan_launch(*options)); }};
+  return {cmd, [options] {
+            if (options->mpi_rank_wrapper) {
+              // If mpirun dies (even by SIGKILL), this wrapper hears of it and stops its rank.
+              ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+            }
+            return launch::supervise(launch::plan_launch(*options));
+          }};
 }
 
 }  // namespace zerotrain::tools

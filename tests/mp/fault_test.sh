@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The launcher under failure: a rank that exits non-zero, one killed with SIGKILL, one stuck
-# outside a collective (and one that also ignores SIGTERM), and SIGTERM to the launcher.
+# outside a collective (and one that also ignores SIGTERM), and SIGTERM or SIGKILL to the launcher.
 # Each case must end with a non-zero exit within the collective timeout plus the kill grace
 # (plus slack for a loaded 2-core machine), name the failed rank, and leave no process behind.
 #
@@ -64,6 +64,21 @@ elif ! grep -q "got SIGTERM" "$out/err"; then
   bad "sigterm: the launcher did not say it got SIGTERM"
 else
   ok "sigterm (exit $rc in ${elapsed}s)"
+fi
+
+# SIGKILL to the launcher cannot be forwarded: the ranks must still go (PR_SET_PDEATHSIG).
+marker="zt-fault-$$-launcher-killed"
+"$ZT" launch --nproc_per_node 2 --backend "$BACKEND" --timeout_s 60 \
+  -- "$FAULT" stuck 1 "$marker" >"$out/out" 2>"$out/err" &
+launcher=$!
+for _ in $(seq 100); do grep -q "is stuck" "$out/out" && break; sleep 0.1; done
+kill -KILL $launcher
+wait $launcher 2>/dev/null
+for _ in $(seq 30); do pgrep -f "$marker" >/dev/null || break; sleep 0.1; done
+if pgrep -f "$marker" >/dev/null; then
+  bad "launcher killed: processes left behind: $(pgrep -af "$marker")"; pkill -9 -f "$marker"
+else
+  ok "launcher killed with SIGKILL: no rank left"
 fi
 
 echo "$pass passed, $fail failed"
