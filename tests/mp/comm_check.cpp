@@ -81,6 +81,24 @@ void check_all(comm::Communicator& c, int64_t numel, at::ScalarType dtype) {
     }
     expect("all_gather " + tag, full, want);
   }
+  {
+    // ZeRO's in-place forms: gather into the flat buffer that holds this rank's chunk, and
+    // reduce a bucket into its own chunk.
+    auto flat = at::zeros({numel}, dtype);
+    flat.narrow(0, mine.offset, mine.numel).copy_(input_of(rank, numel, dtype).narrow(0, mine.offset, mine.numel));
+    c.all_gather(flat.narrow(0, mine.offset, mine.numel), flat).wait();
+    auto want = at::empty({numel}, dtype);
+    for (int r = 0; r < ws; ++r) {
+      auto ch = comm::chunk_range(numel, ws, r);
+      want.narrow(0, ch.offset, ch.numel).copy_(input_of(r, numel, dtype).narrow(0, ch.offset, ch.numel));
+    }
+    expect("all_gather in place " + tag, flat, want);
+    auto bucket = input_of(rank, numel, dtype);
+    auto own = bucket.narrow(0, mine.offset, mine.numel);
+    c.reduce_scatter(bucket, own).wait();
+    expect("reduce_scatter into own chunk " + tag, own,
+           reference(ws, numel, dtype, comm::ReduceOp::kSum).narrow(0, mine.offset, mine.numel));
+  }
   for (int root : {0, ws - 1}) {
     auto t = input_of(rank, numel, dtype);
     c.broadcast(t, root).wait();

@@ -6,6 +6,8 @@
 //   kill      kills itself with SIGKILL
 //   stuck     sleeps forever instead of joining the collective
 //   stubborn  ignores SIGTERM and sleeps forever (the launcher must SIGKILL it)
+//   mismatch  all-reduces 17 elements where the others all-reduce 16 (run it with
+//             ZEROTRAIN_COMM_DEBUG=1: every rank must fail with a fingerprint mismatch)
 //   ok        behaves
 #include <ATen/ATen.h>
 
@@ -21,7 +23,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: fault_rank exit|kill|stuck|stubborn|ok VICTIM" << std::endl;
+    std::cerr << "usage: fault_rank exit|kill|stuck|stubborn|mismatch|ok VICTIM" << std::endl;
     return 2;
   }
   const std::string mode = argv[1];
@@ -40,6 +42,7 @@ int main(int argc, char** argv) {
         while (true) ::pause();
       }
     }
+    if (c.rank() == victim && mode == "mismatch") t = at::ones({17});
     c.all_reduce(t).wait();
     c.barrier().wait();
     return 0;

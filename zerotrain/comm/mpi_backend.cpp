@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <functional>
 #include <thread>
 
 #include "zerotrain/comm/backend.h"
@@ -93,6 +94,32 @@ class MpiWork final : public WorkImpl {
   bool done_ = false;
 };
 
+bool overlaps(const at::Tensor& a, const at::Tensor& b) {
+  const auto* a0 = static_cast<const char*>(a.data_ptr());
+  const auto* b0 = static_cast<const char*>(b.data_ptr());
+  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+// A Work followed by a step that runs once it is done.
+class ThenWork final : public WorkImpl {
+ public:
+  ThenWork(WorkPtr inner, std::function<void()> then) : inner_(std::move(inner)), then_(std::move(then)) {}
+  bool wait_until(Clock::time_point deadline) override {
+    if (!inner_->wait_until(deadline)) return false;
+    if (then_) {
+      auto then = std::move(then_);
+      then_ = nullptr;
+      then();
+    }
+    return true;
+  }
+  bool is_completed() override { return inner_->is_completed(); }
+
+ private:
+  WorkPtr inner_;
+  std::function<void()> then_;
+};
+
 // At exit: MPI_Finalize after a clean exit (status 0). After a failure (a non-zero exit
 // status, or a collective that timed out or failed) MPI_Abort instead: MPI_Finalize waits
 // for every peer, so a failed rank would sit there until the others time out, while
@@ -165,6 +192,7 @@ class MpiBackend final : public Backend {
     return std::make_shared<MpiWork>(request, "MPI_Iallreduce");
   }
   WorkPtr reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) override {
+    // The Communicator never passes an output that overlaps the input (MPI forbids it).
     MPI_Request request;
     check_mpi(MPI_Ireduce_scatter_block(input.data_ptr(), output.data_ptr(), count_of(output.numel(), "reduce_scatter"),
                                         mpi_type(input.scalar_type()), mpi_op(op), comm_, &request),
@@ -173,10 +201,18 @@ class MpiBackend final : public Backend {
   }
   WorkPtr all_gather(const at::Tensor& input, const at::Tensor& output) override {
     MPI_Request request;
-    const int nbytes = count_of(input.numel() * static_cast<int64_t>(input.element_size()), "all_gather bytes");
-    check_mpi(MPI_Iallgather(input.data_ptr(), nbytes, MPI_BYTE, output.data_ptr(), nbytes, MPI_BYTE, comm_, &request),
+    const int64_t nbytes64 = input.numel() * static_cast<int64_t>(input.element_size());
+    const int nbytes = count_of(nbytes64, "all_gather bytes");
+    // ZeRO gathers into the flat buffer its own chunk lives in: that is MPI_IN_PLACE.
+    const auto* own = static_cast<const char*>(output.data_ptr()) + rank_ * nbytes64;
+    const void* send = input.data_ptr() == own ? MPI_IN_PLACE : input.data_ptr();
+    const at::Tensor source = (send != MPI_IN_PLACE && overlaps(input, output)) ? input.clone() : input;
+    if (send != MPI_IN_PLACE) send = source.data_ptr();
+    check_mpi(MPI_Iallgather(send, nbytes, MPI_BYTE, output.data_ptr(), nbytes, MPI_BYTE, comm_, &request),
               "MPI_Iallgather");
-    return std::make_shared<MpiWork>(request, "MPI_Iallgather");
+    auto work = std::make_shared<MpiWork>(request, "MPI_Iallgather");
+    if (source.is_same(input)) return work;
+    return std::make_shared<ThenWork>(work, [source] {});   // keeps the copy alive until done
   }
   WorkPtr broadcast(const at::Tensor& tensor, int root) override {
     MPI_Request request;
