@@ -27,6 +27,7 @@ APT_PACKAGES=(
   libfmt-dev libspdlog-dev   # formatting and rank-aware logging
   libgtest-dev libgmock-dev  # tests
   libbenchmark-dev     # micro-benchmarks
+  libhwy-dev           # Highway: the SIMD Adam kernel with run-time dispatch
   libgloo-dev          # Gloo headers for c10d's ProcessGroupGloo (the wheel ships none)
   libopenmpi-dev openmpi-bin   # the MPI backend and mpirun
   iproute2             # network namespaces for the two-host test
