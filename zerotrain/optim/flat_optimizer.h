@@ -1,0 +1,63 @@
+// DeepSpeed's optimizers over flat fp32 tensors: each parameter group of a rank is one
+// contiguous shard (of the master weights under ZeRO), and its state tensors have the
+// same layout. Adam/AdamW use the fused SIMD kernel; SGD, Adagrad, Lion and Lamb use
+// ATen's vectorised elementwise ops with the formulas of torch.optim / DeepSpeed.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <array>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace zerotrain::config {
+struct OptimizerConfig;
+}
+
+namespace zerotrain::optim {
+
+// What may differ between parameter groups and change from step to step (schedules).
+struct GroupHyper {
+  double lr = 1e-3;
+  double weight_decay = 0.0;
+  std::array<double, 2> betas{0.9, 0.999};
+};
+
+class FlatOptimizer {
+ public:
+  // `zero_stage` decides where Lamb is allowed (as DeepSpeed: not with ZeRO partitions).
+  static std::unique_ptr<FlatOptimizer> from_config(const config::OptimizerConfig& config, int zero_stage);
+  virtual ~FlatOptimizer() = default;
+
+  virtual std::string name() const = 0;
+  // The config's lr, weight_decay and betas: the hyper-parameters of a group that sets none.
+  const GroupHyper& defaults() const { return defaults_; }
+
+  // One step of group `group` on its flat fp32 shard. `segment_numels` lists the sizes of
+  // the parameters the shard is made of, in order (Lamb's per-parameter trust ratio); the
+  // others ignore it. State is created on a group's first step.
+  virtual void step(size_t group, const at::Tensor& params, const at::Tensor& grads, const GroupHyper& hyper,
+                    std::span<const int64_t> segment_numels = {}) = 0;
+
+  // Steps taken by a group, and its state tensors by name ("exp_avg", ...).
+  int64_t steps(size_t group) const;
+  const std::map<std::string, at::Tensor>& state(size_t group) const;
+  int64_t state_nbytes() const;
+
+ protected:
+  explicit FlatOptimizer(GroupHyper defaults) : defaults_(defaults) {}
+  // The state of `group`, created with zeros like `params` for each name on first use.
+  std::map<std::string, at::Tensor>& state_for(size_t group, const at::Tensor& params,
+                                               std::initializer_list<const char*> names);
+  int64_t next_step(size_t group);
+
+ private:
+  GroupHyper defaults_;
+  std::vector<std::map<std::string, at::Tensor>> state_;
+  std::vector<int64_t> steps_;
+};
+
+}  // namespace zerotrain::optim
