@@ -1,0 +1,271 @@
+// initialize() and the step half of the engine (the backward half is grad_sync.cpp).
+#include "zerotrain/engine/engine.h"
+
+#include <torch/nn/module.h>
+
+#include <cmath>
+#include <unordered_map>
+
+#include "zerotrain/config/resolve.h"
+#include "zerotrain/core/error.h"
+#include "zerotrain/core/logging.h"
+#include "zerotrain/engine/engine_state.h"
+
+namespace zerotrain {
+namespace {
+
+using engine::detail::EngineState;
+using engine::detail::GroupState;
+
+void check_supported(const Config& c) {
+  ZT_CHECK(c.zero_optimization.stage <= 2, NotSupported, "zero_optimization.stage ", c.zero_optimization.stage,
+           ": this engine runs stages 0, 1 and 2; stage 3 comes with parameter partitioning");
+  ZT_CHECK(!c.fp16_enabled() && !c.bf16_enabled(), NotSupported,
+           "fp16/bf16 training is not implemented yet (mixed precision comes next); train in fp32 for now");
+  const auto& zero = c.zero_optimization;
+  const bool offload = (zero.offload_optimizer && zero.offload_optimizer->device != config::OffloadDevice::kNone) ||
+                       (zero.offload_param && zero.offload_param->device != config::OffloadDevice::kNone);
+  ZT_CHECK(!offload, NotSupported, "zero_optimization.offload_*: CPU/NVMe offload is not implemented yet");
+  ZT_CHECK(c.optimizer.has_value(), ConfigError,
+           "the config has no \"optimizer\" block; the engine builds the optimizer from it (e.g. "
+           "{\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}})");
+}
+
+// The model's parameters by identity, for names in messages.
+std::unordered_map<const void*, std::string> parameter_names(torch::nn::Module& model) {
+  std::unordered_map<const void*, std::string> names;
+  for (const auto& item : model.named_parameters()) names[item.value().unsafeGetTensorImpl()] = item.key();
+  return names;
+}
+
+std::vector<ParamGroup> default_groups(torch::nn::Module& model) {
+  ParamGroup group{"params", {}, std::nullopt, std::nullopt};
+  for (const auto& p : model.parameters()) group.params.push_back(p);
+  return {group};
+}
+
+GroupState make_group(const ParamGroup& spec, const std::unordered_map<const void*, std::string>& names,
+                      EngineState& s) {
+  std::vector<at::Tensor> trainable;
+  std::vector<std::string> trainable_names;
+  std::vector<int64_t> numels;
+  for (const auto& p : spec.params) {
+    if (!p.requires_grad()) continue;   // frozen: left out of everything
+    auto it = names.find(p.unsafeGetTensorImpl());
+    const std::string name = it != names.end() ? it->second : spec.name + "[" + std::to_string(trainable.size()) + "]";
+    ZT_CHECK(p.scalar_type() == at::kFloat && p.device().is_cpu(), NotSupported, "parameter ", name, " is ",
+             p.scalar_type(), " on ", p.device(), "; the engine trains float32 CPU parameters for now");
+    trainable.push_back(p);
+    trainable_names.push_back(name);
+    numels.push_back(p.numel());
+  }
+  const auto& zero = s.config.zero_optimization;
+  GroupState g{spec.name, trainable, trainable_names,
+               partition::GroupLayout(numels, std::max<int64_t>(1, zero.reduce_bucket_size.value), s.comm.world_size(),
+                                      s.comm.rank()),
+               s.optimizer->defaults()};
+  if (spec.lr) g.hyper.lr = *spec.lr;
+  if (spec.weight_decay) g.hyper.weight_decay = *spec.weight_decay;
+
+  // The parameters move into one flat buffer; the model keeps views of it.
+  g.flat = at::empty({g.layout.numel()}, at::kFloat);
+  {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      const auto r = g.layout.param(i);
+      auto view = g.flat.narrow(0, r.offset, r.numel);
+      view.copy_(g.params[i].detach().reshape(-1));
+      g.params[i].set_data(view.view(g.params[i].sizes()));
+    }
+  }
+  // Every rank starts from rank 0's weights, as DeepSpeed's engine broadcasts them.
+  if (g.layout.numel() > 0) s.comm.broadcast(g.flat, 0).wait();
+
+  const size_t num_buckets = g.layout.buckets().size();
+  g.pending.assign(num_buckets, 0);
+  g.staging.resize(num_buckets);
+  g.arrived.assign(g.params.size(), false);
+  if (s.stage <= 1) g.grad_full = at::zeros({g.layout.numel()}, at::kFloat);
+  if (s.stage >= 1) {
+    g.master = at::empty({g.layout.shard_numel()}, at::kFloat);
+    for (const auto& b : g.layout.buckets()) {
+      g.master.narrow(0, b.shard_offset, b.chunk.numel).copy_(g.flat.narrow(0, b.flat.offset + b.chunk.offset, b.chunk.numel));
+    }
+    g.grad_shard = at::zeros({g.layout.shard_numel()}, at::kFloat);
+  }
+  return g;
+}
+
+void apply_schedule(EngineState& s) {
+  if (!s.schedule) return;
+  const auto lrs = s.schedule->lrs();
+  const auto betas = s.schedule->betas();
+  for (size_t g = 0; g < s.groups.size(); ++g) {
+    s.groups[g].hyper.lr = lrs[g];
+    if (betas) s.groups[g].hyper.betas = *betas;
+  }
+}
+
+// The global L2 norm of the gradients the optimizer is about to use (DeepSpeed sums the
+// squares in float64); -1 when it is not finite, as DeepSpeed reports it.
+double global_grad_norm(EngineState& s) {
+  double sum_sq = 0;
+  for (const GroupState& g : s.groups) {
+    const at::Tensor& grad = s.stage == 0 ? g.grad_full : g.grad_shard;
+    if (grad.numel() > 0) sum_sq += at::linalg_vector_norm(grad, 2, {}, false, at::kDouble).square().item<double>();
+  }
+  if (s.stage >= 1) {   // each rank holds the gradients of its shard only
+    auto total = at::full({1}, sum_sq, at::kDouble);
+    s.comm.all_reduce(total, comm::ReduceOp::kSum).wait();
+    sum_sq = total.item<double>();
+  }
+  const double norm = std::sqrt(sum_sq);
+  return std::isfinite(norm) ? norm : -1.0;
+}
+
+void optimizer_step(EngineState& s) {
+  for (size_t i = 0; i < s.groups.size(); ++i) {
+    GroupState& g = s.groups[i];
+    if (s.stage == 0) {
+      std::vector<int64_t> segments;
+      for (size_t p = 0; p < g.params.size(); ++p) segments.push_back(g.layout.param(p).numel);
+      s.optimizer->step(i, g.flat, g.grad_full, g.hyper, segments);
+    } else {
+      s.optimizer->step(i, g.master, g.grad_shard, g.hyper);
+    }
+  }
+  if (s.stage == 0) return;
+  // Every rank's updated chunks back into everyone's parameters.
+  std::vector<comm::Work> gathers;
+  for (GroupState& g : s.groups) {
+    for (const auto& b : g.layout.buckets()) {
+      gathers.push_back(s.comm.all_gather(g.master.narrow(0, b.shard_offset, b.chunk.numel),
+                                          g.flat.narrow(0, b.flat.offset, b.flat.numel)));
+    }
+  }
+  for (auto& w : gathers) w.wait();
+}
+
+}  // namespace
+
+Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitOptions options) {
+  ZT_CHECK(model != nullptr, UsageError, "initialize: the model is null");
+  auto s = std::make_unique<EngineState>(EngineState{
+      model, std::move(config),
+      options.comm ? *options.comm : comm::Communicator::init(comm::options_from_config(config))});
+  config::finalize(s->config, s->comm.world_size());
+  check_supported(s->config);
+  s->stage = static_cast<int>(s->config.zero_optimization.stage);
+  s->accumulation_steps = s->config.gradient_accumulation_steps.value.value_or(1);
+  s->overlap_comm = s->config.zero_optimization.effective_overlap_comm();
+  s->ignore_unused_parameters = s->config.zero_optimization.ignore_unused_parameters;
+  s->optimizer = optim::FlatOptimizer::from_config(*s->config.optimizer, s->stage);
+
+  const auto names = parameter_names(*model);
+  auto specs = options.param_groups.empty() ? default_groups(*model) : options.param_groups;
+  for (const auto& spec : specs) s->groups.push_back(make_group(spec, names, *s));
+  if (s->config.scheduler) {
+    std::vector<double> base_lrs;
+    for (const auto& g : s->groups) base_lrs.push_back(g.hyper.lr);
+    s->schedule = optim::LrSchedule::from_config(*s->config.scheduler, base_lrs);
+    apply_schedule(*s);
+  }
+  s->install_hooks();
+  if (s->comm.rank() == 0) {
+    ZT_LOG_INFO("engine: ZeRO stage ", s->stage, ", world size ", s->comm.world_size(), ", ",
+                s->optimizer->name(), ", gradient accumulation ", s->accumulation_steps);
+  }
+  return Engine(std::move(s));
+}
+
+Engine::Engine(std::unique_ptr<engine::detail::EngineState> state) : state_(std::move(state)) {}
+Engine::Engine(Engine&&) noexcept = default;
+Engine& Engine::operator=(Engine&&) noexcept = default;
+Engine::~Engine() = default;
+
+void Engine::backward(const at::Tensor& loss) {
+  ZT_CHECK(loss.defined() && loss.numel() == 1, UsageError, "engine.backward: the loss must be a scalar tensor");
+  state_->begin_backward();
+  const at::Tensor scaled = state_->accumulation_steps > 1 ? loss / static_cast<double>(state_->accumulation_steps) : loss;
+  scaled.backward();
+  state_->end_backward();
+}
+
+void Engine::step() {
+  EngineState& s = *state_;
+  if (!s.at_boundary()) {
+    ++s.micro_steps;
+    return;
+  }
+  s.wait_reductions();
+  const double norm = global_grad_norm(s);
+  s.global_grad_norm = norm;
+  const double clip_to = s.config.gradient_clipping.value;
+  if (clip_to > 0 && norm > 0) {
+    // DeepSpeed's unscale_and_clip_grads with a loss scale of 1.
+    const double clip = (norm + 1e-6) / clip_to;
+    if (clip > 1) {
+      for (GroupState& g : s.groups) (s.stage == 0 ? g.grad_full : g.grad_shard).div_(clip);
+    }
+  }
+  optimizer_step(s);
+  if (s.schedule) {
+    s.schedule->step();
+    apply_schedule(s);
+  }
+  for (GroupState& g : s.groups) {
+    if (g.grad_full.defined()) g.grad_full.zero_();
+    if (g.grad_shard.defined()) g.grad_shard.zero_();
+  }
+  ++s.global_steps;
+  s.global_samples += s.config.train_batch_size.value.value_or(0);
+  ++s.micro_steps;
+}
+
+bool Engine::is_gradient_accumulation_boundary() const { return state_->at_boundary(); }
+
+void Engine::zero_grad() {
+  for (auto& g : state_->groups) {
+    for (auto& p : g.params) p.mutable_grad().reset();
+  }
+}
+
+void Engine::train() { state_->model->train(true); }
+void Engine::eval() { state_->model->train(false); }
+
+std::vector<double> Engine::get_lr() const {
+  std::vector<double> lrs;
+  for (const auto& g : state_->groups) lrs.push_back(g.hyper.lr);
+  return lrs;
+}
+int64_t Engine::global_steps() const { return state_->global_steps; }
+int64_t Engine::global_samples() const { return state_->global_samples; }
+int64_t Engine::skipped_steps() const { return state_->skipped_steps; }
+int64_t Engine::micro_steps() const { return state_->micro_steps; }
+std::optional<double> Engine::get_global_grad_norm() const { return state_->global_grad_norm; }
+const Config& Engine::config() const { return state_->config; }
+comm::Communicator& Engine::comm() { return state_->comm; }
+
+ModelStateBytes Engine::model_state_bytes() const {
+  ModelStateBytes bytes;
+  auto nbytes = [](const at::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : int64_t{0}; };
+  for (const auto& g : state_->groups) {
+    bytes.params += nbytes(g.flat);
+    bytes.grads += nbytes(g.grad_full) + nbytes(g.grad_shard);
+    bytes.master += nbytes(g.master);
+  }
+  bytes.optimizer = state_->optimizer->state_nbytes();
+  bytes.buffers = state_->peak_staging_nbytes;
+  for (const auto& b : state_->model->buffers()) bytes.buffers += nbytes(b);
+  return bytes;
+}
+
+Engine::NoSync::NoSync(engine::detail::EngineState* state) : state_(state) {
+  ZT_CHECK(state_->stage <= 1, UsageError, "no_sync() cannot be used with ZeRO stage ", state_->stage,
+           ": stage 2 partitions gradients during every backward (DeepSpeed refuses it too)");
+  ++state_->no_sync_depth;
+}
+Engine::NoSync::~NoSync() { --state_->no_sync_depth; }
+Engine::NoSync Engine::no_sync() { return NoSync(state_.get()); }
+
+}  // namespace zerotrain

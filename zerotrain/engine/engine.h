@@ -1,0 +1,111 @@
+// zerotrain::initialize and the Engine: DeepSpeed's training loop for any LibTorch module,
+// data-parallel with ZeRO stages 0, 1 and 2 (docs/engine.md).
+//
+//   auto engine = zerotrain::initialize(model, zerotrain::Config::from_file("ds_config.json"));
+//   for (auto& batch : loader) {
+//     auto loss = loss_fn(model->forward(batch.data), batch.target);
+//     engine.backward(loss);   // scales by 1/accumulation; buckets reduce during backward
+//     engine.step();           // at the accumulation boundary: clip, optimizer, scheduler
+//   }
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zerotrain/comm/communicator.h"
+#include "zerotrain/config/config.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace zerotrain {
+
+namespace engine::detail {
+struct EngineState;
+}
+
+// A named parameter group with its own hyper-parameters (unset: the optimizer's).
+struct ParamGroup {
+  std::string name;
+  std::vector<at::Tensor> params;
+  std::optional<double> lr;
+  std::optional<double> weight_decay;
+};
+
+struct InitOptions {
+  // The communicator to use; unset: Communicator::init with the config's "comm" block.
+  std::optional<comm::Communicator> comm;
+  // Parameter groups; unset: one group of every trainable parameter of the model.
+  // Parameters with requires_grad false are left out of everything (frozen).
+  std::vector<ParamGroup> param_groups;
+};
+
+// The bytes the engine holds for the model's training state on this rank.
+struct ModelStateBytes {
+  int64_t params = 0;        // the flat parameter buffers (the model's own parameters)
+  int64_t grads = 0;         // gradient buffers: full (stages 0, 1) or this rank's shard (stage 2)
+  int64_t optimizer = 0;     // optimizer states (moments, momentum buffers, ...)
+  int64_t master = 0;        // this rank's fp32 master shard (stages 1, 2)
+  int64_t buffers = 0;       // gradient bucket staging buffers at their peak, and module buffers
+  int64_t total() const { return params + grads + optimizer + master + buffers; }
+};
+
+class Engine {
+ public:
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
+  ~Engine();
+
+  // Backward of loss / gradient_accumulation_steps; gradient buckets are reduced as they
+  // fill. Call step() after every backward.
+  void backward(const at::Tensor& loss);
+  // Counts the micro-step; at the accumulation boundary: waits for the reductions, clips to
+  // gradient_clipping (global L2 norm), steps the optimizer and the schedule.
+  void step();
+  bool is_gradient_accumulation_boundary() const;
+  void zero_grad();
+  void train();
+  void eval();
+
+  std::vector<double> get_lr() const;   // each group's
+  int64_t global_steps() const;
+  int64_t global_samples() const;
+  int64_t skipped_steps() const;
+  int64_t micro_steps() const;
+  // The L2 norm of all gradients over all ranks at the last step, before clipping.
+  std::optional<double> get_global_grad_norm() const;
+  ModelStateBytes model_state_bytes() const;
+
+  // While alive, backward() accumulates locally and reduces nothing (DDP's no_sync).
+  // Stage 0 and 1 only: stage 2 partitions gradients during backward (DeepSpeed asserts too).
+  class NoSync {
+   public:
+    explicit NoSync(engine::detail::EngineState* state);
+    NoSync(const NoSync&) = delete;
+    ~NoSync();
+
+   private:
+    engine::detail::EngineState* state_;
+  };
+  NoSync no_sync();
+
+  const Config& config() const;
+  comm::Communicator& comm();
+
+ private:
+  friend Engine initialize(std::shared_ptr<torch::nn::Module>, Config, InitOptions);
+  explicit Engine(std::unique_ptr<engine::detail::EngineState> state);
+  std::unique_ptr<engine::detail::EngineState> state_;
+};
+
+// DeepSpeed's deepspeed.initialize: takes the model (its parameters become views of the
+// engine's flat buffers), resolves and checks the config at this world size, and builds
+// the optimizer and schedule it describes. Every rank must call it.
+Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitOptions options = {});
+
+}  // namespace zerotrain

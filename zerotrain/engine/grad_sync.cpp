@@ -1,0 +1,144 @@
+// The backward half of the engine: a post-hook on every parameter's AccumulateGrad node
+// moves each gradient into the engine's buffers as soon as autograd produces it, and a
+// bucket is reduced (stage 0: all_reduce, stages 1-2: reduce_scatter into the owners'
+// chunks) once all its parameters are in. Buckets launch in one fixed order on every rank,
+// so ranks whose backward visits parameters in a different order still issue the same
+// collectives in the same order.
+#include "zerotrain/engine/engine_state.h"
+
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "zerotrain/core/error.h"
+
+namespace zerotrain::engine::detail {
+namespace {
+
+class GradientReadyHook final : public torch::autograd::FunctionPostHook {
+ public:
+  GradientReadyHook(EngineState* state, size_t group, size_t param) : state_(state), group_(group), param_(param) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    state_->on_gradient(group_, param_);
+    return outputs;
+  }
+
+ private:
+  EngineState* state_;
+  size_t group_, param_;
+};
+
+}  // namespace
+
+void EngineState::install_hooks() {
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t i = 0; i < groups[g].params.size(); ++i) {
+      auto accumulator = torch::autograd::impl::grad_accumulator(groups[g].params[i]);
+      accumulator->add_post_hook(std::make_unique<GradientReadyHook>(this, g, i));
+      accumulators.push_back(std::move(accumulator));
+    }
+    for (size_t b = 0; b < groups[g].layout.buckets().size(); ++b) launch_order.emplace_back(g, b);
+  }
+}
+
+void EngineState::begin_backward() {
+  ZT_CHECK(in_flight.empty(), InternalError, "reductions of the previous backward are still in flight");
+  reducing = stage == 2 || (at_boundary() && no_sync_depth == 0);
+  next_launch = 0;
+  for (GroupState& g : groups) {
+    for (size_t b = 0; b < g.layout.buckets().size(); ++b) {
+      g.pending[b] = static_cast<int>(g.layout.buckets()[b].params.size());
+    }
+    std::fill(g.arrived.begin(), g.arrived.end(), false);
+  }
+}
+
+at::Tensor& EngineState::staging_for(GroupState& g, size_t bucket) {
+  at::Tensor& buffer = g.staging[bucket];
+  if (!buffer.defined()) {
+    buffer = at::zeros({g.layout.buckets()[bucket].flat.numel}, at::kFloat);
+    staging_nbytes += static_cast<int64_t>(buffer.nbytes());
+    peak_staging_nbytes = std::max(peak_staging_nbytes, staging_nbytes);
+  }
+  return buffer;
+}
+
+void EngineState::on_gradient(size_t group, size_t param) {
+  GroupState& g = groups[group];
+  at::Tensor& grad = g.params[param].mutable_grad();
+  if (!grad.defined()) return;
+  ZT_CHECK(!g.arrived[param], UsageError, "parameter ", g.param_names[param],
+           " got a second gradient in one backward; call engine.backward once per micro-step");
+  g.arrived[param] = true;
+  const partition::Range where = g.layout.param(param);
+  const size_t b = g.layout.bucket_of(param);
+  if (stage <= 1) {
+    g.grad_full.narrow(0, where.offset, where.numel).add_(grad.reshape(-1));
+  } else {
+    staging_for(g, b).narrow(0, where.offset - g.layout.buckets()[b].flat.offset, where.numel).copy_(grad.reshape(-1));
+  }
+  grad.reset();   // the engine's buffers hold it now; the full gradient is freed at once
+  if (--g.pending[b] == 0) launch_ready_buckets();
+}
+
+void EngineState::end_backward() {
+  // Parameters that got no gradient (unused in this forward) count as zero gradients.
+  for (GroupState& g : groups) {
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      if (g.arrived[i]) continue;
+      ZT_CHECK(ignore_unused_parameters, UsageError, "parameter ", g.param_names[i],
+               " got no gradient in this backward (it was not used in the forward); set "
+               "zero_optimization.ignore_unused_parameters to true, or freeze it (requires_grad false)");
+      const size_t b = g.layout.bucket_of(i);
+      if (stage == 2) staging_for(g, b);
+      --g.pending[b];
+    }
+  }
+  launch_ready_buckets();
+  ZT_INTERNAL_ASSERT(!reducing || next_launch == launch_order.size(), "buckets left unlaunched");
+  // Stage 2 keeps only its shard: finish now so the staging buffers go before the next forward.
+  if (stage == 2) wait_reductions();
+}
+
+void EngineState::launch_ready_buckets() {
+  if (!reducing) return;
+  while (next_launch < launch_order.size()) {
+    const auto [g, b] = launch_order[next_launch];
+    if (groups[g].pending[b] > 0) return;
+    launch(g, b);
+    ++next_launch;
+  }
+}
+
+void EngineState::launch(size_t group, size_t bucket) {
+  GroupState& g = groups[group];
+  const partition::Bucket& b = g.layout.buckets()[bucket];
+  PendingReduce r;
+  if (stage == 0) {
+    r.work = comm.all_reduce(g.grad_full.narrow(0, b.flat.offset, b.flat.numel), comm::ReduceOp::kAvg);
+  } else if (stage == 1) {
+    r.work = comm.reduce_scatter(g.grad_full.narrow(0, b.flat.offset, b.flat.numel),
+                                 g.grad_shard.narrow(0, b.shard_offset, b.chunk.numel), comm::ReduceOp::kAvg);
+  } else {
+    r.keep_alive = std::move(g.staging[bucket]);
+    g.staging[bucket] = at::Tensor();
+    r.result = at::empty({b.chunk.numel}, at::kFloat);
+    r.accumulate_into = g.grad_shard.narrow(0, b.shard_offset, b.chunk.numel);
+    r.work = comm.reduce_scatter(r.keep_alive, r.result, comm::ReduceOp::kAvg);
+  }
+  in_flight.push_back(std::move(r));
+  // Without overlap_comm a bucket is finished before backward goes on (DeepSpeed reduces on
+  // the compute stream then), which keeps at most one staging buffer alive.
+  if (!overlap_comm) wait_reductions();
+}
+
+void EngineState::wait_reductions() {
+  for (PendingReduce& r : in_flight) {
+    r.work.wait();
+    if (r.accumulate_into.defined()) r.accumulate_into.add_(r.result);
+    if (r.keep_alive.defined()) staging_nbytes -= static_cast<int64_t>(r.keep_alive.nbytes());
+  }
+  in_flight.clear();
+}
+
+}  // namespace zerotrain::engine::detail
