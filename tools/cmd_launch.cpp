@@ -80,6 +80,8 @@ Command add_launch_command(CLI::App& app) {
             if (options->mpi_rank_wrapper) {
               // If mpirun dies (even by SIGKILL), this wrapper hears of it and stops its rank.
               ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+              // mpirun may have died before the prctl: then nobody would tell us.
+              ZT_CHECK(::getppid() != 1, CommError, "mpirun exited before rank could start");
             }
             return launch::supervise(launch::plan_launch(*options));
           }};

@@ -8,6 +8,7 @@
 //   stubborn  ignores SIGTERM and sleeps forever (the launcher must SIGKILL it)
 //   mismatch  all-reduces 17 elements where the others all-reduce 16 (run it with
 //             ZEROTRAIN_COMM_DEBUG=1: every rank must fail with a fingerprint mismatch)
+//   late      sleeps before joining the world (the others time out at start-up)
 //   ok        behaves
 #include <ATen/ATen.h>
 
@@ -23,12 +24,16 @@
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: fault_rank exit|kill|stuck|stubborn|mismatch|ok VICTIM" << std::endl;
+    std::cerr << "usage: fault_rank exit|kill|stuck|stubborn|mismatch|late|ok VICTIM" << std::endl;
     return 2;
   }
   const std::string mode = argv[1];
   const int victim = std::stoi(argv[2]);
   try {
+    if (mode == "late" && zerotrain::comm::rendezvous_from_env().rank == victim) {
+      std::cout << "rank " << victim << " is stuck" << std::endl;
+      while (true) ::pause();
+    }
     auto c = zerotrain::comm::Communicator::init();
     auto t = at::ones({16});
     c.all_reduce(t).wait();

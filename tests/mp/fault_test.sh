@@ -43,6 +43,8 @@ run sigkill 137 "rank 2 failed first: it was killed by signal 9 (SIGKILL)" 3 kil
 # The other ranks time out in their next all_reduce and name rank 1 as missing.
 run stuck 6 "ranks that did not arrive: 1" 3 stuck 1
 run stubborn 6 "ranks that did not arrive: 1" 2 stubborn 1
+# A rank that never joins: the others time out at start-up, naming it.
+run late 6 "ranks that did not arrive: 1" 3 late 1
 # Debug mode: a rank that issues a different collective is named instead of corrupting data.
 ZEROTRAIN_COMM_DEBUG=1 run mismatch 5 "the ranks issued different collectives" 3 mismatch 2
 

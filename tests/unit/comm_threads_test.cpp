@@ -587,27 +587,27 @@ TEST(ThreadCommErrors, BadArgumentsThrowBeforeAnythingIsIssued) {
   Communicator& rank1 = world[1];
   const at::Tensor input = at::ones({9}, at::kFloat);   // chunks 5, 4
 
-  std::string message = error_of<UsageError>([&] { rank0.reduce_scatter(input, at::empty({4}, at::kFloat)); },
+  std::string message = error_of<UsageError>([&] { (void)rank0.reduce_scatter(input, at::empty({4}, at::kFloat)); },
                                              "reduce_scatter output size");
   EXPECT_TRUE(contains(message, "chunk_range")) << message;
   EXPECT_TRUE(contains(message, "rank 0")) << message;
   EXPECT_TRUE(contains(message, "5 elements")) << message;
-  message = error_of<UsageError>([&] { rank1.reduce_scatter(input, at::empty({5}, at::kFloat)); },
+  message = error_of<UsageError>([&] { (void)rank1.reduce_scatter(input, at::empty({5}, at::kFloat)); },
                                  "reduce_scatter output size, rank 1");
   EXPECT_TRUE(contains(message, "chunk_range")) << message;
   EXPECT_TRUE(contains(message, "rank 1")) << message;
 
-  message = error_of<UsageError>([&] { rank0.reduce_scatter(input, at::empty({5}, at::kHalf)); },
+  message = error_of<UsageError>([&] { (void)rank0.reduce_scatter(input, at::empty({5}, at::kHalf)); },
                                  "reduce_scatter dtypes");
   EXPECT_TRUE(contains(message, "Float")) << message;
   EXPECT_TRUE(contains(message, "Half")) << message;
 
-  message = error_of<UsageError>([&] { rank1.all_gather(at::empty({5}, at::kFloat), at::empty({9}, at::kFloat)); },
+  message = error_of<UsageError>([&] { (void)rank1.all_gather(at::empty({5}, at::kFloat), at::empty({9}, at::kFloat)); },
                                  "all_gather input size");
   EXPECT_TRUE(contains(message, "chunk_range")) << message;
   EXPECT_THROW(rank0.all_gather(at::empty({5}, at::kLong), at::empty({9}, at::kFloat)), UsageError);
 
-  message = error_of<UsageError>([&] { rank0.broadcast(at::ones({3}), 2); }, "broadcast root 2");
+  message = error_of<UsageError>([&] { (void)rank0.broadcast(at::ones({3}), 2); }, "broadcast root 2");
   EXPECT_TRUE(contains(message, "root 2")) << message;
   EXPECT_THROW(rank0.broadcast(at::ones({3}), -1), UsageError);
 
@@ -621,7 +621,7 @@ TEST(ThreadCommErrors, BadArgumentsThrowBeforeAnythingIsIssued) {
                                               {at::empty({5}), at::empty({1}, at::kDouble)}),
                UsageError);
   message = error_of<UsageError>(
-      [&] { rank0.reduce_scatter_coalesced({input, input}, {at::empty({5}), at::empty({4})}); },
+      [&] { (void)rank0.reduce_scatter_coalesced({input, input}, {at::empty({5}), at::empty({4})}); },
       "reduce_scatter_coalesced output size");
   EXPECT_TRUE(contains(message, "output 1")) << message;
   EXPECT_THROW(rank1.all_gather_coalesced({at::empty({5})}, {at::empty({9})}), UsageError);
@@ -710,7 +710,7 @@ TEST(ThreadCommTimeout, CoalescedCallsAndFingerprintChecksTimeOut) {
     at::Tensor t = at::ones({8});
     // With fingerprints on, the check runs while issuing: the call itself throws.
     const std::string message =
-        error_of<TimeoutError>([&] { checked[0].all_reduce(t); }, "all_reduce with fingerprint checks");
+        error_of<TimeoutError>([&] { (void)checked[0].all_reduce(t); }, "all_reduce with fingerprint checks");
     EXPECT_TRUE(contains(message, "fingerprint check of all_reduce(Float, 8 elements, sum)")) << message;
     EXPECT_TRUE(contains(message, "#1")) << message;
     EXPECT_TRUE(contains(message, "1 (no collective issued yet)")) << message;
@@ -729,7 +729,7 @@ TEST(ThreadCommFingerprints, MismatchFailsOnEveryRank) {
       at::Tensor t = at::ones({8 + rank});
       // The check runs while the collective is issued: all_reduce() itself throws.
       const std::string message =
-          error_of<CommError>([&] { comm.all_reduce(t); }, "rank " + std::to_string(rank));
+          error_of<CommError>([&] { (void)comm.all_reduce(t); }, "rank " + std::to_string(rank));
       EXPECT_TRUE(contains(message, "fingerprint")) << message;
       EXPECT_TRUE(contains(message, "rank 0: #1 all_reduce(Float, 8 elements, sum)")) << message;
       EXPECT_TRUE(contains(message, "rank 1: #1 all_reduce(Float, 9 elements, sum)")) << message;

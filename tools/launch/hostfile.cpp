@@ -35,6 +35,7 @@ std::vector<std::string> split(std::string_view s, char sep) {
 
 int parse_slot(const std::string& text, const std::string& spec, const char* flag) {
   try {
+    if (text.size() > 6) throw std::out_of_range(text);
     size_t used = 0;
     const int slot = std::stoi(text, &used);
     if (used == text.size() && slot >= 0) return slot;
@@ -92,7 +93,10 @@ WorldInfo parse_hostfile(std::string_view text, std::string_view origin) {
     const std::string host = m[1];
     ZT_CHECK(std::none_of(hosts.begin(), hosts.end(), [&](const HostSlots& h) { return h.host == host; }), UsageError,
              origin, ":", number, ": host '", host, "' appears twice; give each host one line");
-    const int count = std::stoi(m[2]);
+    const std::string slots = m[2];
+    ZT_CHECK(slots.size() <= 6, UsageError, origin, ":", number, ": host '", host, "' has slots=", slots,
+             "; give the number of ranks to run there");
+    const int count = std::stoi(slots);
     ZT_CHECK(count > 0, UsageError, origin, ":", number, ": host '", host, "' has slots=0");
     HostSlots h{host, {}};
     for (int s = 0; s < count; ++s) h.slots.push_back(s);

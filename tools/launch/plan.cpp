@@ -38,7 +38,9 @@ std::string self_exe() {
 Env comm_env(const LaunchOptions& o) {
   Env env;
   if (!o.backend.empty()) {
-    comm::parse_backend(o.backend, "--backend");   // rejects a bad name here, not in every rank
+    // Rejected here, not in every rank.
+    ZT_CHECK(comm::parse_backend(o.backend, "--backend") != comm::BackendKind::kThreads, UsageError,
+             "--backend threads: the threads backend joins threads of one process; launched ranks use gloo or mpi");
     env.emplace_back("ZEROTRAIN_COMM_BACKEND", o.backend);
   }
   if (o.timeout_s > 0) env.emplace_back("ZEROTRAIN_COMM_TIMEOUT_S", str(static_cast<int64_t>(o.timeout_s + 0.999)));
@@ -219,7 +221,8 @@ void add_hostfile_children(SupervisorOptions& plan, const LaunchOptions& o, cons
       auto argv = ssh_prefix(o, h.host);
       // A terminal on the remote side makes it get SIGHUP when this ssh is killed, so its
       // launcher stops its ranks.
-      argv.insert(argv.begin() + 1, "-tt");
+      // -n: ssh must not read the launcher's terminal (a rank waiting for input would hang).
+      argv.insert(argv.begin() + 1, {"-n", "-tt"});
       argv.push_back(script);
       plan.children.push_back({str("host ", h.host), str("ssh-", h.host, ".log"), argv, {}, /*prefix_output=*/false});
     }
@@ -244,6 +247,7 @@ void add_mpirun_child(SupervisorOptions& plan, const LaunchOptions& o, const Wor
     const auto path = dir / str("zerotrain-hostfile-", ::getpid());
     std::ofstream(path) << to_hostfile(*world);
     argv.insert(argv.end(), {"--hostfile", path.string()});
+    plan.temporary_files.push_back(path);
   }
   argv.insert(argv.end(), {"-np", str(nproc)});
   if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
@@ -256,6 +260,9 @@ void add_mpirun_child(SupervisorOptions& plan, const LaunchOptions& o, const Wor
     env.emplace_back("MASTER_ADDR", o.master_addr.empty() ? "127.0.0.1" : o.master_addr);
     env.emplace_back("MASTER_PORT", str(o.master_port > 0 ? o.master_port : find_free_port()));
   } else {
+    ZT_CHECK(!(o.master_addr.empty() && is_local_host(world->front().host) && world->size() > 1), UsageError,
+             "the first host of the hostfile is '", world->front().host, "', which the other hosts cannot reach as "
+             "the master; give --master_addr with this host's address");
     env.emplace_back("MASTER_ADDR", o.master_addr.empty() ? world->front().host : o.master_addr);
     env.emplace_back("MASTER_PORT", str(o.master_port > 0 ? o.master_port : kDefaultMultiNodePort));
   }

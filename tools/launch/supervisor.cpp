@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <iostream>
 #include <map>
 
@@ -28,8 +27,10 @@ using Clock = std::chrono::steady_clock;
 // Signals to the launcher arrive through this pipe so that poll() wakes up on them.
 int g_signal_pipe[2] = {-1, -1};
 void on_signal(int signo) {
+  const int saved_errno = errno;
   const unsigned char byte = static_cast<unsigned char>(signo);
   [[maybe_unused]] auto n = ::write(g_signal_pipe[1], &byte, 1);
+  errno = saved_errno;
 }
 
 struct Stream {
@@ -44,7 +45,7 @@ struct Child {
   bool running = false;
   int status = 0;
   Stream out, err;
-  std::ofstream log;
+  int log_fd = -1;   // O_CLOEXEC, opened before any fork so no rank inherits another's log
   std::deque<std::string> tail;
 };
 
@@ -61,7 +62,7 @@ void emit_line(Child& child, std::string line, bool is_stderr, int tail_lines) {
   if (!line.empty() && line.back() == '\r') line.pop_back();   // ssh -tt ends lines with \r\n
   const std::string shown = child.spec->prefix_output ? "[" + child.spec->label + "] " + line + "\n" : line + "\n";
   write_all(is_stderr ? STDERR_FILENO : STDOUT_FILENO, shown);
-  if (child.log.is_open()) child.log << line << '\n' << std::flush;
+  if (child.log_fd >= 0) write_all(child.log_fd, line + "\n");
   child.tail.push_back(line);
   while (static_cast<int>(child.tail.size()) > tail_lines) child.tail.pop_front();
 }
@@ -100,7 +101,14 @@ std::vector<std::string> build_environment(const ChildSpec& spec) {
   return env;
 }
 
-void start(Child& child, const SupervisorOptions& options) {
+void open_log(Child& child, const SupervisorOptions& options) {
+  if (!options.log_dir) return;
+  const auto path = *options.log_dir / child.spec->log_name;
+  child.log_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ZT_CHECK(child.log_fd >= 0, IoError, "cannot write ", path.string(), ": ", std::strerror(errno));
+}
+
+void start(Child& child) {
   int out[2], err[2];
   ZT_CHECK(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, IoError, "pipe: ", std::strerror(errno));
   std::vector<std::string> env_strings = build_environment(*child.spec);
@@ -109,6 +117,8 @@ void start(Child& child, const SupervisorOptions& options) {
   argv.push_back(nullptr);
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
+  const std::string exec_failed = "cannot run " + child.spec->argv[0] + ": ";   // built before fork
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   ZT_CHECK(pid >= 0, IoError, "fork: ", std::strerror(errno));
@@ -122,13 +132,19 @@ void start(Child& child, const SupervisorOptions& options) {
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGHUP, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);
+    // Ranks never read the terminal: in their own process group a read or a tcsetattr
+    // would stop them (SIGTTIN/SIGTTOU) and the job would hang.
+    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err[1], STDERR_FILENO);
     ::execvpe(argv[0], argv.data(), envp.data());
-    const std::string msg = "cannot run " + child.spec->argv[0] + ": " + std::strerror(errno) + "\n";
-    write_all(STDERR_FILENO, msg);
+    const char* reason = std::strerror(errno);
+    write_all(STDERR_FILENO, exec_failed);
+    write_all(STDERR_FILENO, reason);
+    write_all(STDERR_FILENO, "\n");
     ::_exit(127);
   }
+  if (null_fd >= 0) ::close(null_fd);
   ::setpgid(pid, pid);   // also here, so the group exists before we might signal it
   ::close(out[1]);
   ::close(err[1]);
@@ -136,10 +152,6 @@ void start(Child& child, const SupervisorOptions& options) {
   child.running = true;
   child.out = {out[0], false, ""};
   child.err = {err[0], true, ""};
-  if (options.log_dir) {
-    child.log.open(*options.log_dir / child.spec->log_name, std::ios::trunc);
-    ZT_CHECK(child.log.good(), IoError, "cannot write ", (*options.log_dir / child.spec->log_name).string());
-  }
 }
 
 int exit_code_of(int status) {
@@ -158,7 +170,8 @@ std::string describe_status(int status) {
 
 void signal_all(std::vector<Child>& children, int signo) {
   for (auto& c : children) {
-    if (c.pid > 0) ::kill(-c.pid, signo);   // the whole group; ESRCH when it is gone
+    // The whole group, while the rank is ours: a reaped rank's pid may belong to anyone later.
+    if (c.pid > 0 && c.running) ::kill(-c.pid, signo);
   }
 }
 
@@ -184,16 +197,31 @@ class SignalGuard {
 
 }  // namespace
 
+namespace {
+struct RemoveFiles {
+  const std::vector<std::filesystem::path>& files;
+  ~RemoveFiles() {
+    std::error_code ignored;
+    for (const auto& f : files) std::filesystem::remove(f, ignored);
+  }
+};
+}  // namespace
+
 int supervise(const SupervisorOptions& options) {
+  RemoveFiles remove_at_exit{options.temporary_files};
   ZT_CHECK(!options.children.empty(), UsageError, "nothing to launch");
   if (options.log_dir) std::filesystem::create_directories(*options.log_dir);
   SignalGuard guard;
   std::vector<Child> children(options.children.size());
   for (size_t i = 0; i < children.size(); ++i) children[i].spec = &options.children[i];
+  for (auto& c : children) open_log(c, options);
   try {
-    for (auto& c : children) start(c, options);
+    for (auto& c : children) start(c);
   } catch (...) {
     signal_all(children, SIGKILL);
+    for (auto& c : children) {
+      if (c.pid > 0) ::waitpid(c.pid, nullptr, 0);
+    }
     throw;
   }
 
@@ -274,6 +302,9 @@ int supervise(const SupervisorOptions& options) {
     }
   }
 
+  for (auto& c : children) {
+    if (c.log_fd >= 0) ::close(c.log_fd);
+  }
   if (launcher_signal) return 128 + launcher_signal;
   if (failed < 0) return 0;
   const Child& c = children[failed];

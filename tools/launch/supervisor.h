@@ -27,6 +27,7 @@ struct SupervisorOptions {
   std::chrono::milliseconds kill_grace{5000};     // SIGTERM -> SIGKILL
   int tail_lines = 20;                            // lines of the failed child's output to repeat
   bool announce_signals = true;                   // say "got SIGTERM; stopping ..." on stderr
+  std::vector<std::filesystem::path> temporary_files;   // removed when supervise() returns
 };
 
 // Returns the exit code for the launcher: 0 when every child exited 0; otherwise the code

@@ -23,9 +23,15 @@ std::vector<std::vector<size_t>> make_buckets(const std::vector<at::Tensor>& ten
   return buckets;
 }
 
-void check_list(const std::vector<at::Tensor>& tensors, const char* what, const char* role) {
+// Everything a bucket's collective would reject, checked for every tensor before the first
+// bucket is issued: a call either issues all its buckets or none.
+void check_list(const std::vector<at::Tensor>& tensors, const char* what, const char* role, bool reduces = false) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     ZT_CHECK(tensors[i].defined(), UsageError, what, ": ", role, " tensor ", i, " is undefined");
+    ZT_CHECK(tensors[i].layout() == at::kStrided, NotSupported, what, ": ", role, " tensor ", i,
+             " is sparse; collectives take dense tensors");
+    ZT_CHECK(!reduces || is_reducible(tensors[i].scalar_type()), NotSupported, what, ": ", role, " tensor ", i, " is ",
+             tensors[i].scalar_type(), ", which cannot be reduced");
   }
 }
 
@@ -51,7 +57,7 @@ class WorkAdapter final : public detail::WorkImpl {
 WorkPtr adapt(Work work) { return std::make_shared<WorkAdapter>(std::move(work)); }
 
 Work coalesced_all_reduce(const Issuer& issuer, const std::vector<at::Tensor>& tensors, ReduceOp op) {
-  check_list(tensors, "all_reduce_coalesced", "");
+  check_list(tensors, "all_reduce_coalesced", "", /*reduces=*/true);
   std::vector<WorkPtr> parts;
   std::vector<std::function<void()>> unpack;
   for (const auto& bucket : make_buckets(tensors, issuer.state->options.bucket_nbytes)) {
@@ -84,7 +90,7 @@ void check_same_dtype(const std::vector<at::Tensor>& a, const std::vector<at::Te
 
 Work coalesced_reduce_scatter(const Issuer& issuer, const std::vector<at::Tensor>& inputs,
                               const std::vector<at::Tensor>& outputs, ReduceOp op) {
-  check_list(inputs, "reduce_scatter_coalesced", "input");
+  check_list(inputs, "reduce_scatter_coalesced", "input", /*reduces=*/true);
   check_list(outputs, "reduce_scatter_coalesced", "output");
   check_same_dtype(inputs, outputs, "reduce_scatter_coalesced");
   const int ws = issuer.ws();

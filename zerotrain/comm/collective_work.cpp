@@ -51,7 +51,12 @@ bool CollectiveWork::is_completed() {
   for (size_t i = next_part_; i < parts_.size(); ++i) {
     if (!parts_[i]->is_completed()) return false;
   }
-  return true;
+  // Done on the wire: run the finishing step now, so the results are where the caller looks.
+  try {
+    return wait_until(Clock::now());
+  } catch (...) {
+    return true;   // failed: wait() rethrows the error
+  }
 }
 
 void CollectiveWork::on_timeout(std::chrono::milliseconds timeout) {
@@ -92,7 +97,11 @@ bool GroupWork::is_completed() {
   for (size_t i = next_part_; i < parts_.size(); ++i) {
     if (!parts_[i]->is_completed()) return false;
   }
-  return true;
+  try {
+    return wait_until(Clock::now());
+  } catch (...) {
+    return true;
+  }
 }
 
 }  // namespace zerotrain::comm::detail

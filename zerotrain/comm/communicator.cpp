@@ -91,23 +91,26 @@ struct Issuer {
 
   // Starts collective number ++seq: checks the communicator is usable, publishes progress,
   // and compares fingerprints across ranks when asked to.
-  int64_t begin(const Fingerprint& fp) const {
+  int64_t begin(const Fingerprint& fp, at::Device device = at::kCPU) const {
     ZT_CHECK(state->broken.empty(), CommError, fp.describe(), ": this communicator is unusable after an "
              "earlier failure (", state->broken, "); create a new one, or restart the job");
     const int64_t seq = ++state->seq;
     backend().progress().publish(seq, fp.describe());
-    if (state->options.check_fingerprints) compare_fingerprints(seq, fp);
+    if (state->options.check_fingerprints) compare_fingerprints(seq, fp, device);
     return seq;
   }
 
-  void compare_fingerprints(int64_t seq, const Fingerprint& fp) const {
-    auto mine = at::tensor({seq, static_cast<int64_t>(fp.kind), fp.reduce_op, fp.dtype, fp.numel, fp.root}, at::kLong);
-    auto all = at::empty({ws() * kFingerprintWords}, at::kLong);
+  void compare_fingerprints(int64_t seq, const Fingerprint& fp, at::Device device) const {
+    // On the collective's device: the NCCL backend moves CUDA tensors only.
+    auto mine = at::tensor({seq, static_cast<int64_t>(fp.kind), fp.reduce_op, fp.dtype, fp.numel, fp.root}, at::kLong)
+                    .to(device);
+    auto all = at::empty({ws() * kFingerprintWords}, at::TensorOptions(at::kLong).device(device));
     WorkPtr part = backend().all_gather(mine, all);
     auto work = std::make_shared<CollectiveWork>(state, seq, "fingerprint check of " + fp.describe(),
                                                  std::vector<WorkPtr>{part}, nullptr);
     Work(work).wait(state->options.timeout);
-    auto rows = all.view({ws(), kFingerprintWords});
+    mine = mine.cpu();
+    auto rows = all.cpu().view({ws(), kFingerprintWords});
     if (at::equal(rows, mine.expand({ws(), kFingerprintWords}))) return;
     std::string detail;
     for (int r = 0; r < ws(); ++r) {
@@ -133,7 +136,7 @@ struct Issuer {
              " cannot be reduced; use a floating-point or integer tensor");
     const Fingerprint fp{Kind::kAllReduce, static_cast<int64_t>(op), static_cast<int64_t>(tensor.scalar_type()),
                          tensor.numel()};
-    const int64_t seq = begin(fp);
+    const int64_t seq = begin(fp, tensor.device());
     if (tensor.numel() == 0) return Work();
     at::Tensor buffer = flat(tensor);
     if (!backend().reduces(buffer.scalar_type())) buffer = buffer.to(at::kFloat);
@@ -160,7 +163,7 @@ struct Issuer {
              "-element input is ", mine.numel, " elements (comm::chunk_range)");
     const Fingerprint fp{Kind::kReduceScatter, static_cast<int64_t>(op), static_cast<int64_t>(input.scalar_type()),
                          numel};
-    const int64_t seq = begin(fp);
+    const int64_t seq = begin(fp, input.device());
     if (numel == 0) return Work();
     const int64_t chunk = chunk_numel_max(numel, ws());
     at::Tensor source = flat(input);
@@ -196,7 +199,7 @@ struct Issuer {
              input.numel(), " elements, but its chunk of the ", numel, "-element output is ", mine.numel,
              " elements (comm::chunk_range)");
     const Fingerprint fp{Kind::kAllGather, -1, static_cast<int64_t>(input.scalar_type()), numel};
-    const int64_t seq = begin(fp);
+    const int64_t seq = begin(fp, input.device());
     if (numel == 0) return Work();
     const int64_t chunk = chunk_numel_max(numel, ws());
     at::Tensor source = flat(input);
@@ -219,7 +222,7 @@ struct Issuer {
     ZT_CHECK(root >= 0 && root < ws(), UsageError, "broadcast: root ", root, " is not a rank of this world of ",
              ws());
     const Fingerprint fp{Kind::kBroadcast, -1, static_cast<int64_t>(tensor.scalar_type()), tensor.numel(), root};
-    const int64_t seq = begin(fp);
+    const int64_t seq = begin(fp, tensor.device());
     if (tensor.numel() == 0) return Work();
     at::Tensor buffer = flat(tensor);
     WorkPtr part = backend().broadcast(buffer, root);

@@ -55,23 +55,23 @@ class Communicator {
   int64_t issued() const;
 
   // In place on every rank. kAvg of an integer tensor truncates toward zero.
-  Work all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
+  [[nodiscard]] Work all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
   // output gets this rank's chunk of the reduction of `input` over all ranks:
   // output.numel() == chunk_range(input.numel(), world_size, rank).numel.
-  Work reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op = ReduceOp::kSum);
+  [[nodiscard]] Work reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op = ReduceOp::kSum);
   // output (flat, numel N) gets every rank's chunk; input is this rank's
   // chunk_range(N, world_size, rank). The inverse of reduce_scatter's layout.
-  Work all_gather(const at::Tensor& input, const at::Tensor& output);
-  Work broadcast(const at::Tensor& tensor, int root);
-  Work barrier();
+  [[nodiscard]] Work all_gather(const at::Tensor& input, const at::Tensor& output);
+  [[nodiscard]] Work broadcast(const at::Tensor& tensor, int root);
+  [[nodiscard]] Work barrier();
 
   // Many tensors in buckets of CommOptions::bucket_nbytes: one collective per bucket
   // instead of one per tensor. Same results as calling the plain form on each tensor;
   // all tensors of a reduce_scatter/all_gather call share one dtype.
-  Work all_reduce_coalesced(const std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::kSum);
-  Work reduce_scatter_coalesced(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
+  [[nodiscard]] Work all_reduce_coalesced(const std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::kSum);
+  [[nodiscard]] Work reduce_scatter_coalesced(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
                                 ReduceOp op = ReduceOp::kSum);
-  Work all_gather_coalesced(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs);
+  [[nodiscard]] Work all_gather_coalesced(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs);
 
   // What this communicator composes from other collectives on its backend, for `report`.
   std::vector<std::string> composed_paths() const;

@@ -52,6 +52,8 @@ class GlooBackend final : public Backend {
              " environment did not set them); under mpirun pass -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=<port>, "
              "or use the mpi backend");
     store_ = connect_store({where.master_addr, where.master_port}, rank_, world_size_, options.timeout);
+    // Gloo's own connect timeout would not say who is missing.
+    wait_for_ranks(*store_, rank_, world_size_, options.timeout, "the gloo backend");
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
     if (auto iface = env::get("GLOO_SOCKET_IFNAME")) {
       gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(*iface));

@@ -56,12 +56,23 @@ int count_of(int64_t n, const char* what) {
   return static_cast<int>(n);
 }
 
+// Buffers of requests that were abandoned before they completed: MPI may still write to
+// them, so they live until the process exits.
+std::vector<at::Tensor>& graveyard() {
+  static auto* buffers = new std::vector<at::Tensor>();
+  return *buffers;
+}
+
 class MpiWork final : public WorkImpl {
  public:
-  MpiWork(MPI_Request request, const char* what) : request_(request), what_(what) {}
+  // `buffers`: the tensors MPI reads and writes; held until the request completes.
+  MpiWork(MPI_Request request, const char* what, std::vector<at::Tensor> buffers)
+      : request_(request), what_(what), buffers_(std::move(buffers)) {}
   ~MpiWork() override {
-    // A request abandoned after a timeout is left to MPI; freeing an active collective
-    // request is not allowed.
+    // An active collective request may not be freed, and MPI still owns its buffers.
+    if (!done_) {
+      for (auto& t : buffers_) graveyard().push_back(std::move(t));
+    }
   }
 
   bool wait_until(Clock::time_point deadline) override {
@@ -91,6 +102,7 @@ class MpiWork final : public WorkImpl {
 
   MPI_Request request_;
   const char* what_;
+  std::vector<at::Tensor> buffers_;
   bool done_ = false;
 };
 
@@ -99,26 +111,6 @@ bool overlaps(const at::Tensor& a, const at::Tensor& b) {
   const auto* b0 = static_cast<const char*>(b.data_ptr());
   return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
 }
-
-// A Work followed by a step that runs once it is done.
-class ThenWork final : public WorkImpl {
- public:
-  ThenWork(WorkPtr inner, std::function<void()> then) : inner_(std::move(inner)), then_(std::move(then)) {}
-  bool wait_until(Clock::time_point deadline) override {
-    if (!inner_->wait_until(deadline)) return false;
-    if (then_) {
-      auto then = std::move(then_);
-      then_ = nullptr;
-      then();
-    }
-    return true;
-  }
-  bool is_completed() override { return inner_->is_completed(); }
-
- private:
-  WorkPtr inner_;
-  std::function<void()> then_;
-};
 
 // At exit: MPI_Finalize after a clean exit (status 0). After a failure (a non-zero exit
 // status, or a collective that timed out or failed) MPI_Abort instead: MPI_Finalize waits
@@ -140,6 +132,13 @@ void at_exit(int status, void*) {
 class MpiBackend final : public Backend {
  public:
   MpiBackend(const RendezvousInfo& where, const CommOptions& options) {
+    // MPI_Init and the first collectives block without a timeout. When the launcher gave a
+    // master address (zerotrain launch always does), meet there first, with one.
+    c10::intrusive_ptr<c10d::Store> store;
+    if (!where.master_addr.empty() && where.master_port > 0) {
+      store = connect_store({where.master_addr, where.master_port}, where.rank, where.world_size, options.timeout);
+      wait_for_ranks(*store, where.rank, where.world_size, options.timeout, "the mpi backend");
+    }
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
@@ -154,14 +153,16 @@ class MpiBackend final : public Backend {
     MPI_Comm_size(comm_, &world_size_);
     ZT_CHECK(world_size_ == where.world_size, ConfigError, "MPI reports a world of ", world_size_,
              " but the environment says ", where.world_size, "; start the job with mpirun -np ", where.world_size);
-    // The progress board needs a store: rank 0 serves one on a free port and tells the
-    // others where it is over MPI itself.
-    StoreAddress address{where.master_addr.empty() ? "127.0.0.1" : where.master_addr, 0};
-    if (world_size_ > 1 && where.master_addr.empty()) {
-      char host[256] = {};
-      gethostname(host, sizeof(host) - 1);
-      address.host = host;
-    }
+    if (!store) store = store_over_mpi(options);
+    board_ = make_store_board(store, rank_, world_size_);
+  }
+
+  // Plain mpirun, no master address: rank 0 serves the progress store on a free port and
+  // tells the others where it is over MPI itself.
+  c10::intrusive_ptr<c10d::Store> store_over_mpi(const CommOptions& options) {
+    char self[256] = {};
+    gethostname(self, sizeof(self) - 1);
+    StoreAddress address{self, 0};
     c10::intrusive_ptr<c10d::Store> store;
     if (rank_ == 0) {
       store = connect_store(address, 0, world_size_, options.timeout);
@@ -173,7 +174,7 @@ class MpiBackend final : public Backend {
     check_mpi(MPI_Bcast(&address.port, 1, MPI_INT, 0, comm_), "MPI_Bcast of the store port");
     address.host = host;
     if (rank_ != 0) store = connect_store(address, rank_, world_size_, options.timeout);
-    board_ = make_store_board(store, rank_, world_size_);
+    return store;
   }
 
   BackendKind kind() const override { return BackendKind::kMpi; }
@@ -189,7 +190,7 @@ class MpiBackend final : public Backend {
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), count_of(tensor.numel(), "all_reduce"),
                              mpi_type(tensor.scalar_type()), mpi_op(op), comm_, &request),
               "MPI_Iallreduce");
-    return std::make_shared<MpiWork>(request, "MPI_Iallreduce");
+    return std::make_shared<MpiWork>(request, "MPI_Iallreduce", std::vector<at::Tensor>{tensor});
   }
   WorkPtr reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) override {
     // The Communicator never passes an output that overlaps the input (MPI forbids it).
@@ -197,7 +198,7 @@ class MpiBackend final : public Backend {
     check_mpi(MPI_Ireduce_scatter_block(input.data_ptr(), output.data_ptr(), count_of(output.numel(), "reduce_scatter"),
                                         mpi_type(input.scalar_type()), mpi_op(op), comm_, &request),
               "MPI_Ireduce_scatter_block");
-    return std::make_shared<MpiWork>(request, "MPI_Ireduce_scatter_block");
+    return std::make_shared<MpiWork>(request, "MPI_Ireduce_scatter_block", std::vector<at::Tensor>{input, output});
   }
   WorkPtr all_gather(const at::Tensor& input, const at::Tensor& output) override {
     MPI_Request request;
@@ -210,20 +211,18 @@ class MpiBackend final : public Backend {
     if (send != MPI_IN_PLACE) send = source.data_ptr();
     check_mpi(MPI_Iallgather(send, nbytes, MPI_BYTE, output.data_ptr(), nbytes, MPI_BYTE, comm_, &request),
               "MPI_Iallgather");
-    auto work = std::make_shared<MpiWork>(request, "MPI_Iallgather");
-    if (source.is_same(input)) return work;
-    return std::make_shared<ThenWork>(work, [source] {});   // keeps the copy alive until done
+    return std::make_shared<MpiWork>(request, "MPI_Iallgather", std::vector<at::Tensor>{source, output});
   }
   WorkPtr broadcast(const at::Tensor& tensor, int root) override {
     MPI_Request request;
     const int nbytes = count_of(tensor.numel() * static_cast<int64_t>(tensor.element_size()), "broadcast bytes");
     check_mpi(MPI_Ibcast(tensor.data_ptr(), nbytes, MPI_BYTE, root, comm_, &request), "MPI_Ibcast");
-    return std::make_shared<MpiWork>(request, "MPI_Ibcast");
+    return std::make_shared<MpiWork>(request, "MPI_Ibcast", std::vector<at::Tensor>{tensor});
   }
   WorkPtr barrier() override {
     MPI_Request request;
     check_mpi(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
-    return std::make_shared<MpiWork>(request, "MPI_Ibarrier");
+    return std::make_shared<MpiWork>(request, "MPI_Ibarrier", std::vector<at::Tensor>{});
   }
 
  private:

@@ -44,6 +44,34 @@ int store_port(const c10::intrusive_ptr<c10d::Store>& store) {
   return tcp->getPort();
 }
 
+void wait_for_ranks(c10d::Store& store, int rank, int world_size, std::chrono::milliseconds timeout,
+                    const std::string& what) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<int> missing;
+  try {
+    store.set(str("zt/arrived/", rank), std::string("1"));
+    do {
+      missing.clear();
+      for (int r = 0; r < world_size; ++r) {
+        if (!store.check({str("zt/arrived/", r)})) missing.push_back(r);
+      }
+      if (missing.empty()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } while (std::chrono::steady_clock::now() < deadline);
+  } catch (const std::exception& e) {
+    std::string first_line = e.what();
+    throw CommError(str("rank ", rank, " lost the rendezvous store while waiting for the other ranks to start ", what,
+                        " (", first_line.substr(0, first_line.find('\n')), "); rank 0, which serves it, has probably "
+                        "exited: see its output"),
+                    "rendezvous");
+  }
+  std::string names;
+  for (int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
+  throw TimeoutError(str("rank ", rank, " waited ", timeout.count() / 1000.0, " s for the other ranks to start ", what,
+                         "; ranks that did not arrive: ", names,
+                         ". Check that they started (their output), or raise ZEROTRAIN_COMM_TIMEOUT_S"));
+}
+
 namespace {
 
 std::string progress_key(int rank) { return str("zt/progress/", rank); }

@@ -23,6 +23,11 @@ c10::intrusive_ptr<c10d::Store> connect_store(const StoreAddress& address, int r
                                               std::chrono::milliseconds timeout);
 int store_port(const c10::intrusive_ptr<c10d::Store>& store);
 
+// A barrier in the store with a deadline: every rank checks in under zt/arrived/<rank>, and
+// a rank missing at the deadline is named in the TimeoutError. `what` says what is starting.
+void wait_for_ranks(c10d::Store& store, int rank, int world_size, std::chrono::milliseconds timeout,
+                    const std::string& what);
+
 // A board whose entries live in the store under zt/progress/<rank>. publish() only records
 // the value; a background thread writes it to the store every 100 ms when it changed, so
 // collectives never wait on the store.
