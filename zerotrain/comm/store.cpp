@@ -46,7 +46,11 @@ int store_port(const c10::intrusive_ptr<c10d::Store>& store) {
 
 void wait_for_ranks(c10d::Store& store, int rank, int world_size, std::chrono::milliseconds timeout,
                     const std::string& what) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Rank 0 serves the store: it gives up a little after the others, so that they can still
+  // read the store and name the missing ranks themselves instead of losing the connection.
+  const auto grace = rank == 0 ? std::min<std::chrono::milliseconds>(timeout / 2, std::chrono::seconds(2))
+                               : std::chrono::milliseconds(0);
+  const auto deadline = std::chrono::steady_clock::now() + timeout + grace;
   std::vector<int> missing;
   try {
     store.set(str("zt/arrived/", rank), std::string("1"));
