@@ -1,0 +1,160 @@
+// `zerotrain train`: the one-line way to train a built-in model with a DeepSpeed config,
+// under `zerotrain launch` for several ranks. Flags follow HF's TrainingArguments; "auto"
+// values in the config are filled from them exactly as HF's Trainer does. With
+// --metrics_file, rank 0 writes one JSON object per logged step (DESIGN §1.3).
+#include <sys/resource.h>
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/commands.h"
+#include "zerotrain/config/resolve.h"
+#include "zerotrain/core/error.h"
+#include "zerotrain/data/synthetic.h"
+#include "zerotrain/engine/engine.h"
+#include "zerotrain/models/models.h"
+
+namespace zerotrain::tools {
+namespace {
+
+struct TrainOptions {
+  std::string model = "gpt";
+  std::string model_config;
+  std::string dataset = "synthetic";
+  std::string deepspeed;
+  config::TrainerArgs args;
+  int64_t max_steps = 100;
+  int64_t seed = 42;
+  int64_t logging_steps = 10;
+  std::string metrics_file;
+};
+
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+// One value per rank, gathered to every rank.
+std::vector<int64_t> per_rank(comm::Communicator& comm, int64_t value) {
+  auto all = torch::empty({comm.world_size()}, torch::kLong);
+  comm.all_gather(torch::full({1}, value, torch::kLong), all).wait();
+  return std::vector<int64_t>(all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + comm.world_size());
+}
+
+int run_train(TrainOptions o) {
+  ZT_CHECK(o.dataset == "synthetic", UsageError, "--dataset ", o.dataset,
+           ": this build has the synthetic datasets only (--dataset synthetic)");
+  ZT_CHECK(!o.deepspeed.empty(), UsageError, "--deepspeed FILE: give the DeepSpeed config to train with");
+  ZT_CHECK(o.max_steps > 0 && o.logging_steps > 0, UsageError, "--max_steps and --logging_steps must be positive");
+  auto config = Config::from_file(o.deepspeed);
+  auto comm = comm::Communicator::init(comm::options_from_config(config));
+  o.args.world_size = comm.world_size();
+  o.args.num_training_steps = o.max_steps;
+  config::resolve_auto(config, o.args);
+
+  torch::manual_seed(static_cast<uint64_t>(o.seed));
+  auto model = models::make_model(o.model, o.model_config);
+  auto engine = initialize(model->module(), config, {.comm = comm});
+  const auto [dim0, dim1] = model->data_dims();
+  const data::SyntheticDataset dataset(o.model, dim0, dim1, static_cast<uint64_t>(o.seed));
+
+  const int64_t micro = engine.config().train_micro_batch_size_per_gpu.value.value_or(1);
+  const int64_t accumulation = engine.config().gradient_accumulation_steps.value.value_or(1);
+  const int64_t global_batch = engine.config().train_batch_size.value.value_or(micro);
+  const int ws = comm.world_size(), rank = comm.rank();
+  std::ofstream metrics;
+  if (rank == 0 && !o.metrics_file.empty()) {
+    metrics.open(o.metrics_file, std::ios::trunc);
+    ZT_CHECK(metrics.good(), IoError, "cannot write --metrics_file ", o.metrics_file);
+  }
+  if (rank == 0) {
+    std::cout << "zerotrain train: " << model->describe() << ", ZeRO stage " << engine.config().zero_optimization.stage
+              << ", world size " << ws << ", global batch " << global_batch << " (" << micro << " x " << accumulation
+              << " x " << ws << ")" << std::endl;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto last_log = start;
+  int64_t last_log_samples = 0;
+  double final_loss = 0;
+  for (int64_t step = 0; step < o.max_steps; ++step) {
+    double loss_sum = 0;
+    for (int64_t k = 0; k < accumulation; ++k) {
+      // DistributedSampler semantics over one global batch: world 1 x accumulation 4 and
+      // world 2 x accumulation 2 see the same samples per step.
+      const auto batch = dataset.batch(step * global_batch + (k * ws + rank) * micro, micro);
+      auto loss = model->loss(batch.inputs, batch.targets);
+      engine.backward(loss);
+      engine.step();
+      loss_sum += loss.item<double>();
+    }
+    if ((step + 1) % o.logging_steps != 0 && step + 1 != o.max_steps) continue;
+    auto mean_loss = torch::full({1}, loss_sum / static_cast<double>(accumulation), torch::kDouble);
+    comm.all_reduce(mean_loss, comm::ReduceOp::kAvg).wait();   // the global batch's mean
+    final_loss = mean_loss.item<double>();
+    const auto now = std::chrono::steady_clock::now();
+    const double window_s = std::chrono::duration<double>(now - last_log).count();
+    const int64_t samples = engine.global_samples();
+    const auto state_bytes = per_rank(comm, engine.model_state_bytes().total());
+    const auto rss = per_rank(comm, peak_rss_bytes());
+    if (rank == 0) {
+      nlohmann::ordered_json line{{"step", engine.global_steps()},
+                                  {"loss", final_loss},
+                                  {"lr", engine.get_lr().front()},
+                                  {"grad_norm", engine.get_global_grad_norm().value_or(0.0)},
+                                  {"loss_scale", 1.0},
+                                  {"skipped", engine.skipped_steps()},
+                                  {"samples_per_s", static_cast<double>(samples - last_log_samples) / window_s},
+                                  {"elapsed_s", std::chrono::duration<double>(now - start).count()},
+                                  {"model_state_bytes", state_bytes},
+                                  {"peak_rss_bytes", rss}};
+      std::cout << "step " << engine.global_steps() << "  loss " << final_loss << "  lr " << engine.get_lr().front()
+                << "  " << line["samples_per_s"].get<double>() << " samples/s" << std::endl;
+      if (metrics.is_open()) metrics << line.dump() << "\n" << std::flush;
+    }
+    last_log = now;
+    last_log_samples = samples;
+  }
+  if (rank == 0 && metrics.is_open()) {
+    const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    metrics << nlohmann::ordered_json{{"event", "end"},
+                                      {"steps", engine.global_steps()},
+                                      {"samples", engine.global_samples()},
+                                      {"final_loss", final_loss},
+                                      {"elapsed_s", elapsed_s},
+                                      {"samples_per_s", static_cast<double>(engine.global_samples()) / elapsed_s}}
+                   .dump()
+            << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_train_command(CLI::App& app) {
+  auto o = std::make_shared<TrainOptions>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a built-in model (mlp, gpt) with a DeepSpeed config");
+  cmd->add_option("--model", o->model, "mlp or gpt")->capture_default_str();
+  cmd->add_option("--model_config", o->model_config, "preset=NAME,key=value,... (presets: tiny, small; gpt2)");
+  cmd->add_option("--dataset", o->dataset, "synthetic")->capture_default_str();
+  cmd->add_option("--deepspeed", o->deepspeed, "The DeepSpeed config (ds_config.json)")->required();
+  cmd->add_option("--per_device_train_batch_size", o->args.per_device_train_batch_size)->capture_default_str();
+  cmd->add_option("--gradient_accumulation_steps", o->args.gradient_accumulation_steps)->capture_default_str();
+  cmd->add_option("--learning_rate", o->args.learning_rate)->capture_default_str();
+  cmd->add_option("--weight_decay", o->args.weight_decay)->capture_default_str();
+  cmd->add_option("--max_grad_norm", o->args.max_grad_norm)->capture_default_str();
+  cmd->add_option("--warmup_steps", o->args.warmup_steps)->capture_default_str();
+  cmd->add_option("--max_steps", o->max_steps)->capture_default_str();
+  cmd->add_option("--seed", o->seed)->capture_default_str();
+  cmd->add_option("--logging_steps", o->logging_steps)->capture_default_str();
+  cmd->add_option("--metrics_file", o->metrics_file, "Rank 0 writes one JSON object per logged step here");
+  return {cmd, [o] { return run_train(*o); }};
+}
+
+}  // namespace zerotrain::tools

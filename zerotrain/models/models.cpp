@@ -1,0 +1,184 @@
+#include "zerotrain/models/models.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "zerotrain/core/error.h"
+#include "zerotrain/core/strings.h"
+
+namespace zerotrain::models {
+namespace {
+
+using Fields = std::map<std::string, int64_t>;
+
+// Presets, then the user's overrides; unknown keys are errors with a suggestion.
+Fields parse_config(const std::string& model, const std::string& text, const std::map<std::string, Fields>& presets) {
+  std::string preset = "tiny";
+  std::vector<std::pair<std::string, std::string>> overrides;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    ZT_CHECK(eq != std::string::npos, UsageError, "--model_config '", item, "': write key=value");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "preset") {
+      preset = value;
+    } else {
+      overrides.emplace_back(key, value);
+    }
+  }
+  auto it = presets.find(preset);
+  if (it == presets.end()) {
+    std::vector<std::string> names;
+    for (const auto& [name, fields] : presets) names.push_back(name);
+    throw UsageError(detail::str("--model_config preset=", preset, ": ", model, " has the presets ", strings::join_words(names)));
+  }
+  Fields fields = it->second;
+  for (const auto& [key, value] : overrides) {
+    if (!fields.count(key)) {
+      std::vector<std::string> keys;
+      for (const auto& [k, v] : fields) keys.push_back(k);
+      const auto near = strings::closest_match(key, keys);
+      throw UsageError(detail::str("--model_config: ", model, " has no field '", key, "'",
+                                   near ? "; did you mean " + *near + "?" : "", " (fields: ", strings::join_words(keys), ")"));
+    }
+    try {
+      size_t used = 0;
+      fields[key] = std::stoll(value, &used);
+      ZT_CHECK(used == value.size() && fields[key] > 0, UsageError, "");
+    } catch (const std::exception&) {
+      throw UsageError(detail::str("--model_config ", key, "=", value, ": give a positive integer"));
+    }
+  }
+  return fields;
+}
+
+// --- MLP: regression on a teacher's outputs --------------------------------------------
+
+struct MlpImpl : torch::nn::Module {
+  explicit MlpImpl(const Fields& f) {
+    int64_t width = f.at("n_in");
+    for (int64_t i = 0; i < f.at("n_layer"); ++i) {
+      layers->push_back(torch::nn::Linear(width, f.at("n_hidden")));
+      layers->push_back(torch::nn::Tanh());
+      width = f.at("n_hidden");
+    }
+    layers->push_back(torch::nn::Linear(width, f.at("n_out")));
+    register_module("layers", layers);
+  }
+  torch::nn::Sequential layers;
+};
+
+class Mlp final : public Model {
+ public:
+  explicit Mlp(Fields f) : fields_(std::move(f)), module_(std::make_shared<MlpImpl>(fields_)) {}
+  std::shared_ptr<torch::nn::Module> module() override { return module_; }
+  at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets) override {
+    return torch::mse_loss(module_->layers->forward(inputs), targets);
+  }
+  std::string describe() const override {
+    return detail::str("mlp (", fields_.at("n_in"), " -> ", fields_.at("n_layer"), " x ", fields_.at("n_hidden"),
+                       " -> ", fields_.at("n_out"), ")");
+  }
+  std::pair<int64_t, int64_t> data_dims() const override { return {fields_.at("n_in"), fields_.at("n_out")}; }
+
+ private:
+  Fields fields_;
+  std::shared_ptr<MlpImpl> module_;
+};
+
+// --- GPT: decoder-only transformer ------------------------------------------------------
+
+struct BlockImpl : torch::nn::Module {
+  BlockImpl(int64_t n_embd, int64_t n_head) : n_head(n_head) {
+    ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({n_embd})));
+    qkv = register_module("qkv", torch::nn::Linear(n_embd, 3 * n_embd));
+    proj = register_module("proj", torch::nn::Linear(n_embd, n_embd));
+    ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({n_embd})));
+    fc = register_module("fc", torch::nn::Linear(n_embd, 4 * n_embd));
+    out = register_module("out", torch::nn::Linear(4 * n_embd, n_embd));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    const int64_t b = x.size(0), t = x.size(1), c = x.size(2), hd = c / n_head;
+    auto parts = qkv(ln1(x)).split(c, 2);
+    auto q = parts[0].view({b, t, n_head, hd}).transpose(1, 2);
+    auto k = parts[1].view({b, t, n_head, hd}).transpose(1, 2);
+    auto v = parts[2].view({b, t, n_head, hd}).transpose(1, 2);
+    auto att = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(hd));
+    auto mask = torch::ones({t, t}, torch::kBool).triu(1);
+    att = torch::softmax(att.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
+    auto y = torch::matmul(att, v).transpose(1, 2).contiguous().view({b, t, c});
+    auto h = x + proj(y);
+    return h + out(torch::gelu(fc(ln2(h))));
+  }
+  int64_t n_head;
+  torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
+  torch::nn::Linear qkv{nullptr}, proj{nullptr}, fc{nullptr}, out{nullptr};
+};
+TORCH_MODULE(Block);
+
+struct GptImpl : torch::nn::Module {
+  explicit GptImpl(const Fields& f) {
+    ZT_CHECK(f.at("n_embd") % f.at("n_head") == 0, UsageError, "--model_config: n_embd (", f.at("n_embd"),
+             ") must be a multiple of n_head (", f.at("n_head"), ")");
+    wte = register_module("wte", torch::nn::Embedding(f.at("vocab_size"), f.at("n_embd")));
+    wpe = register_module("wpe", torch::nn::Embedding(f.at("block_size"), f.at("n_embd")));
+    for (int64_t i = 0; i < f.at("n_layer"); ++i) blocks->push_back(Block(f.at("n_embd"), f.at("n_head")));
+    register_module("blocks", blocks);
+    ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({f.at("n_embd")})));
+    head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(f.at("n_embd"), f.at("vocab_size")).bias(false)));
+  }
+  torch::Tensor forward(const torch::Tensor& tokens) {
+    auto positions = torch::arange(tokens.size(1), torch::kLong);
+    auto x = wte(tokens) + wpe(positions);
+    for (auto& block : *blocks) x = block->as<Block>()->forward(x);
+    return head(ln_f(x));
+  }
+  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
+  torch::nn::ModuleList blocks;
+  torch::nn::LayerNorm ln_f{nullptr};
+  torch::nn::Linear head{nullptr};
+};
+
+class Gpt final : public Model {
+ public:
+  explicit Gpt(Fields f) : fields_(std::move(f)), module_(std::make_shared<GptImpl>(fields_)) {}
+  std::shared_ptr<torch::nn::Module> module() override { return module_; }
+  at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets) override {
+    auto logits = module_->forward(inputs);
+    return torch::cross_entropy_loss(logits.view({-1, logits.size(-1)}), targets.view({-1}));
+  }
+  std::string describe() const override {
+    return detail::str("gpt (n_layer ", fields_.at("n_layer"), ", n_head ", fields_.at("n_head"), ", n_embd ",
+                       fields_.at("n_embd"), ", vocab_size ", fields_.at("vocab_size"), ", block_size ",
+                       fields_.at("block_size"), ")");
+  }
+  std::pair<int64_t, int64_t> data_dims() const override { return {fields_.at("vocab_size"), fields_.at("block_size")}; }
+
+ private:
+  Fields fields_;
+  std::shared_ptr<GptImpl> module_;
+};
+
+const std::map<std::string, Fields> kMlpPresets = {
+    {"tiny", {{"n_in", 32}, {"n_hidden", 64}, {"n_layer", 2}, {"n_out", 8}}},
+    {"small", {{"n_in", 256}, {"n_hidden", 1024}, {"n_layer", 4}, {"n_out", 64}}},
+};
+const std::map<std::string, Fields> kGptPresets = {
+    {"tiny", {{"n_layer", 2}, {"n_head", 2}, {"n_embd", 64}, {"vocab_size", 128}, {"block_size", 32}}},
+    {"small", {{"n_layer", 4}, {"n_head", 4}, {"n_embd", 256}, {"vocab_size", 1024}, {"block_size", 128}}},
+    {"gpt2", {{"n_layer", 12}, {"n_head", 12}, {"n_embd", 768}, {"vocab_size", 50257}, {"block_size", 1024}}},
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_model(const std::string& name, const std::string& config) {
+  if (name == "mlp") return std::make_unique<Mlp>(parse_config(name, config, kMlpPresets));
+  if (name == "gpt") return std::make_unique<Gpt>(parse_config(name, config, kGptPresets));
+  throw UsageError(detail::str("--model ", name, ": the built-in models are mlp and gpt"));
+}
+
+}  // namespace zerotrain::models
