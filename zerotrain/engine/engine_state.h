@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,7 +69,7 @@ struct EngineState {
   bool reducing = false;
   std::vector<std::pair<size_t, size_t>> launch_order;
   size_t next_launch = 0;
-  std::vector<PendingReduce> in_flight;
+  std::deque<PendingReduce> in_flight;   // oldest first
   int64_t staging_nbytes = 0;
   int64_t peak_staging_nbytes = 0;
 
@@ -85,6 +86,7 @@ struct EngineState {
   at::Tensor& staging_for(GroupState& g, size_t bucket);
   void launch_ready_buckets();
   void launch(size_t group, size_t bucket);
+  void finish_oldest();
 };
 
 }  // namespace zerotrain::engine::detail

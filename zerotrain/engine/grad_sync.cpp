@@ -128,17 +128,23 @@ void EngineState::launch(size_t group, size_t bucket) {
   }
   in_flight.push_back(std::move(r));
   // Without overlap_comm a bucket is finished before backward goes on (DeepSpeed reduces on
-  // the compute stream then), which keeps at most one staging buffer alive.
-  if (!overlap_comm) wait_reductions();
+  // the compute stream then), which keeps one staging buffer alive. With it, at most two
+  // buckets are in flight, as DeepSpeed's double ipg buffers: stage 2 must not hold every
+  // bucket's full gradients until the end of backward.
+  const size_t max_in_flight = overlap_comm ? 2 : 0;
+  while (in_flight.size() > max_in_flight) finish_oldest();
+}
+
+void EngineState::finish_oldest() {
+  PendingReduce& r = in_flight.front();
+  r.work.wait();
+  if (r.accumulate_into.defined()) r.accumulate_into.add_(r.result);
+  if (r.keep_alive.defined()) staging_nbytes -= static_cast<int64_t>(r.keep_alive.nbytes());
+  in_flight.pop_front();
 }
 
 void EngineState::wait_reductions() {
-  for (PendingReduce& r : in_flight) {
-    r.work.wait();
-    if (r.accumulate_into.defined()) r.accumulate_into.add_(r.result);
-    if (r.keep_alive.defined()) staging_nbytes -= static_cast<int64_t>(r.keep_alive.nbytes());
-  }
-  in_flight.clear();
+  while (!in_flight.empty()) finish_oldest();
 }
 
 }  // namespace zerotrain::engine::detail

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""`zerotrain train` (ZeRO stages 0, 1, 2) against PyTorch DDP training the same GPT on the
+same synthetic data with the same optimizer, 2 ranks on this machine, side by side in one
+run, both over Gloo. Prints a markdown table: samples/s and per-rank memory, and the ratios.
+
+    python3 bench/train_vs_ddp.py [--build build] [--preset small] [--steps 40]
+
+The Python side needs the pinned torch wheel: run it with $ZEROTRAIN_HOME/venv/bin/python
+(scripts/setup.sh creates it), e.g. ~/.cache/zerotrain/venv/bin/python bench/train_vs_ddp.py.
+"""
+import argparse
+import json
+import math
+import os
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PRESETS = {  # the same as zerotrain/models/models.cpp
+    "tiny": dict(n_layer=2, n_head=2, n_embd=64, vocab_size=128, block_size=32),
+    "small": dict(n_layer=4, n_head=4, n_embd=256, vocab_size=1024, block_size=128),
+}
+
+
+def ddp_worker(rank, world, port, preset, micro, steps, lr, seed, out_path):
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    cfg = PRESETS[preset]
+
+    class Block(nn.Module):  # zerotrain/models/models.cpp's Block, op for op
+        def __init__(self, c, h):
+            super().__init__()
+            self.h = h
+            self.ln1, self.ln2 = nn.LayerNorm(c), nn.LayerNorm(c)
+            self.qkv, self.proj = nn.Linear(c, 3 * c), nn.Linear(c, c)
+            self.fc, self.out = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(c, 2)
+            q, k, v = (z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in (q, k, v))
+            att = q @ k.transpose(-2, -1) / math.sqrt(c // self.h)
+            mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+            att = torch.softmax(att.masked_fill(mask, float("-inf")), -1)
+            y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+            x = x + self.proj(y)
+            return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+    class Gpt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(cfg["vocab_size"], cfg["n_embd"])
+            self.wpe = nn.Embedding(cfg["block_size"], cfg["n_embd"])
+            self.blocks = nn.ModuleList(Block(cfg["n_embd"], cfg["n_head"]) for _ in range(cfg["n_layer"]))
+            self.ln_f = nn.LayerNorm(cfg["n_embd"])
+            self.head = nn.Linear(cfg["n_embd"], cfg["vocab_size"], bias=False)
+
+        def forward(self, tokens):
+            x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1]))
+            for blk in self.blocks:
+                x = blk(x)
+            return self.head(self.ln_f(x))
+
+    torch.manual_seed(seed)
+    model = nn.parallel.DistributedDataParallel(Gpt())
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    vocab, length = cfg["vocab_size"], cfg["block_size"]
+    a, c = 1 + 2 * (seed % 7), 1 + seed % 13
+
+    def batch(first, count):  # zerotrain/data/synthetic.cpp's gpt sequences
+        rows = []
+        for s in range(count):
+            token = ((first + s) * 2654435761 + seed) % vocab
+            row = []
+            for _ in range(length + 1):
+                row.append(token)
+                token = (a * token + c) % vocab
+            rows.append(row)
+        t = torch.tensor(rows)
+        return t[:, :-1], t[:, 1:]
+
+    start = time.perf_counter()
+    for step in range(steps):
+        x, y = batch(step * micro * world + rank * micro, micro)
+        loss = F.cross_entropy(model(x).view(-1, vocab), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    elapsed = time.perf_counter() - start
+    state = sum(p.numel() * 4 * 4 for p in model.parameters())  # params, grads, exp_avg, exp_avg_sq
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if rank == 0:
+        with open(out_path, "w") as f:
+            json.dump(dict(samples_per_s=steps * micro * world / elapsed, state=state, rss=rss, loss=loss.item()), f)
+    dist.destroy_process_group()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run_ddp(args, out_dir):
+    import torch.multiprocessing as mp
+    out = os.path.join(out_dir, "ddp.json")
+    mp.spawn(ddp_worker, args=(2, free_port(), args.preset, args.micro, args.steps, 3e-3, 3, out), nprocs=2)
+    return json.load(open(out))
+
+
+def run_zerotrain(args, stage, out_dir):
+    zt = os.path.join(args.build, "tools", "zerotrain")
+    config = json.load(open(os.path.join(ROOT, "examples", "ds_config_train_zero2.json")))
+    config["zero_optimization"]["stage"] = stage
+    config["scheduler"] = None
+    del config["scheduler"]
+    path = os.path.join(out_dir, f"zero{stage}.json")
+    json.dump(config, open(path, "w"))
+    metrics = os.path.join(out_dir, f"zero{stage}.jsonl")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    subprocess.run([zt, "launch", "--nproc_per_node", "2", "--backend", "gloo", "--", zt, "train", "--model", "gpt",
+                    "--model_config", f"preset={args.preset}", "--deepspeed", path,
+                    "--per_device_train_batch_size", str(args.micro), "--learning_rate", "3e-3",
+                    "--max_grad_norm", "0", "--max_steps", str(args.steps), "--logging_steps", str(args.steps),
+                    "--seed", "3", "--metrics_file", metrics], check=True, capture_output=True, env=env)
+    rows = [json.loads(l) for l in open(metrics)]
+    step = [r for r in rows if "loss" in r][-1]
+    return dict(samples_per_s=rows[-1]["samples_per_s"], state=max(step["model_state_bytes"]),
+                rss=max(step["peak_rss_bytes"]), loss=step["loss"])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--preset", default="small")
+    ap.add_argument("--micro", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=40)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as out_dir:
+        results = {"PyTorch DDP (Python)": run_ddp(args, out_dir)}
+        for stage in (0, 1, 2):
+            results[f"zerotrain ZeRO-{stage}"] = run_zerotrain(args, stage, out_dir)
+    ddp = results["PyTorch DDP (Python)"]
+    mib = 1 << 20
+    print(f"gpt preset {args.preset}, 2 ranks x micro-batch {args.micro}, {args.steps} steps, AdamW, gloo, "
+          f"1 thread per rank\n")
+    print("| run | samples/s | × DDP | model state / rank | × DDP | peak RSS / rank | final loss |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, r in results.items():
+        print(f"| {name} | {r['samples_per_s']:.1f} | {r['samples_per_s'] / ddp['samples_per_s']:.2f} | "
+              f"{r['state'] / mib:.1f} MiB | {r['state'] / ddp['state']:.2f} | {r['rss'] / mib:.0f} MiB | "
+              f"{r['loss']:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
