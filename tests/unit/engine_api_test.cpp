@@ -73,6 +73,16 @@ TEST(EngineApi, ErrorsNameTheProblem) {
     EXPECT_THROW({ auto guard = engine.no_sync(); }, zerotrain::UsageError);
   }
   {
+    // no_sync() around the boundary micro-step would step on unaveraged gradients.
+    auto net = make_parity_net(false);
+    auto engine = zerotrain::initialize(net.ptr(), config("", 0), {.comm = zerotrain::comm::Communicator::make_thread_world(1)[0]});
+    {
+      auto guard = engine.no_sync();
+      engine.backward(net->forward(torch::ones({4, 8})).sum());
+    }
+    EXPECT_THROW(engine.step(), zerotrain::UsageError);
+  }
+  {
     auto net = make_parity_net(false);
     auto c = zerotrain::Config::from_string(
         R"({"train_batch_size": 4, "optimizer": {"type": "AdamW", "params": {}},

@@ -150,9 +150,9 @@ void optimizer_step(EngineState& s) {
 
 Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitOptions options) {
   ZT_CHECK(model != nullptr, UsageError, "initialize: the model is null");
-  auto s = std::make_unique<EngineState>(EngineState{
-      model, std::move(config),
-      options.comm ? *options.comm : comm::Communicator::init(comm::options_from_config(config))});
+  // The communicator first: it reads the config's "comm" block before the config moves.
+  auto communicator = options.comm ? *options.comm : comm::Communicator::init(comm::options_from_config(config));
+  auto s = std::make_unique<EngineState>(EngineState{model, std::move(config), std::move(communicator)});
   config::finalize(s->config, s->comm.world_size());
   check_supported(s->config);
   s->stage = static_cast<int>(s->config.zero_optimization.stage);
@@ -197,6 +197,9 @@ void Engine::step() {
     ++s.micro_steps;
     return;
   }
+  ZT_CHECK(s.stage == 2 || s.boundary_reduced, UsageError,
+           "engine.step() at the accumulation boundary, but that micro-step's backward ran inside no_sync(), so "
+           "the gradients were never averaged over the ranks; leave the last micro-step of each step outside no_sync()");
   s.wait_reductions();
   const double norm = global_grad_norm(s);
   s.global_grad_norm = norm;

@@ -67,6 +67,7 @@ struct EngineState {
   // This backward: whether its buckets are reduced, and the next bucket to launch in the
   // fixed (group, bucket) order every rank follows.
   bool reducing = false;
+  bool boundary_reduced = false;   // the last boundary micro-step's backward reduced its buckets
   std::vector<std::pair<size_t, size_t>> launch_order;
   size_t next_launch = 0;
   std::deque<PendingReduce> in_flight;   // oldest first

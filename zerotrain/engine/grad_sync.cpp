@@ -42,8 +42,10 @@ void EngineState::install_hooks() {
 }
 
 void EngineState::begin_backward() {
-  ZT_CHECK(in_flight.empty(), InternalError, "reductions of the previous backward are still in flight");
+  ZT_CHECK(in_flight.empty(), UsageError, "engine.backward() twice without engine.step() in between; call step() "
+           "after every backward (it only counts the micro-step until the accumulation boundary)");
   reducing = stage == 2 || (at_boundary() && no_sync_depth == 0);
+  if (at_boundary()) boundary_reduced = reducing;
   next_launch = 0;
   for (GroupState& g : groups) {
     for (size_t b = 0; b < g.layout.buckets().size(); ++b) {
