@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <thread>
+
 #include "tests/support/parity_model.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/engine/engine.h"
@@ -118,6 +120,53 @@ TEST(EngineApi, ErrorsNameTheProblem) {
     EXPECT_THROW(zerotrain::initialize(net.ptr(), c3, {.comm = zerotrain::comm::Communicator::make_thread_world(1)[0]}),
                  zerotrain::NotSupported);
   }
+}
+
+TEST(EngineApi, ClientOptimizerAtEveryStageMatchesTheReference) {
+  const ParityData data = make_parity_data();
+  for (int stage : {0, 1, 2}) {
+    const ParityCase c{stage, 2, 1};
+    const auto want = parity_reference(c, data);
+    auto world = zerotrain::comm::Communicator::make_thread_world(2);
+    std::vector<ParityNet> nets{make_parity_net(false), make_parity_net(false)};
+    std::vector<std::vector<torch::Tensor>> got(2);
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          auto client = std::make_shared<torch::optim::AdamW>(nets[r]->parameters(),
+                                                              torch::optim::AdamWOptions(0.01).weight_decay(0.0));
+          auto config = zerotrain::Config::from_string(
+              R"({"train_batch_size": 16, "zero_optimization": {"stage": )" + std::to_string(stage) +
+              R"(, "reduce_bucket_size": 50}})");
+          auto engine = zerotrain::initialize(nets[r].ptr(), config, {.comm = world[r], .optimizer = client});
+          for (int s = 0; s < kSteps; ++s) {
+            engine.backward(torch::mse_loss(nets[r]->forward(rank_rows(data.x[s], c, r, 0)), rank_rows(data.y[s], c, r, 0)));
+            engine.step();
+          }
+          for (auto& p : nets[r]->parameters()) got[r].push_back(p.detach().clone());
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_EQ(errors[r], "") << "stage " << stage;
+      EXPECT_LE(max_difference(got[r], want), kParityTolerance) << "stage " << stage << " rank " << r;
+    }
+  }
+  // Both a config optimizer and a client one: which did the user mean?
+  auto net = make_parity_net(false);
+  auto client = std::make_shared<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.1));
+  EXPECT_THROW(zerotrain::initialize(net.ptr(), config("", 0), {.comm = zerotrain::comm::Communicator::make_thread_world(1)[0],
+                                                               .optimizer = client}),
+               zerotrain::ConfigError);
+  // SGD is not ZeRO-tested: stage 1 needs zero_allow_untested_optimizer.
+  EXPECT_THROW(zerotrain::initialize(net.ptr(), zerotrain::Config::from_string(R"({"train_batch_size": 4, "zero_optimization": {"stage": 1}})"),
+                                     {.comm = zerotrain::comm::Communicator::make_thread_world(1)[0], .optimizer = client}),
+               zerotrain::ConfigError);
 }
 
 TEST(EngineApi, LambRunsAtStageZero) {

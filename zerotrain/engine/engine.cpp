@@ -2,6 +2,9 @@
 #include "zerotrain/engine/engine.h"
 
 #include <torch/nn/module.h>
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
 
 #include <cmath>
 #include <unordered_map>
@@ -26,9 +29,35 @@ void check_supported(const Config& c) {
   const bool offload = (zero.offload_optimizer && zero.offload_optimizer->device != config::OffloadDevice::kNone) ||
                        (zero.offload_param && zero.offload_param->device != config::OffloadDevice::kNone);
   ZT_CHECK(!offload, NotSupported, "zero_optimization.offload_*: CPU/NVMe offload is not implemented yet");
-  ZT_CHECK(c.optimizer.has_value(), ConfigError,
-           "the config has no \"optimizer\" block; the engine builds the optimizer from it (e.g. "
-           "{\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}})");
+}
+
+void check_optimizer_source(const Config& c, const InitOptions& options) {
+  if (!options.optimizer) {
+    ZT_CHECK(c.optimizer.has_value(), ConfigError,
+             "the config has no \"optimizer\" block and no client optimizer was given; add one (e.g. "
+             "{\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}) or pass InitOptions::optimizer");
+    return;
+  }
+  ZT_CHECK(!c.optimizer.has_value(), ConfigError, "both the config's \"optimizer\" block and a client optimizer were "
+           "given; keep one of them");
+  ZT_CHECK(options.param_groups.empty(), UsageError, "InitOptions: give parameter groups through the client "
+           "optimizer's own groups, not param_groups as well");
+  const auto* o = options.optimizer.get();
+  const bool zero_tested = dynamic_cast<const torch::optim::Adam*>(o) || dynamic_cast<const torch::optim::AdamW*>(o) ||
+                           dynamic_cast<const torch::optim::Adagrad*>(o);
+  ZT_CHECK(c.zero_optimization.stage == 0 || zero_tested || c.zero_allow_untested_optimizer, ConfigError,
+           "the client optimizer is not one ZeRO was tested with (torch's Adam, AdamW, Adagrad); add "
+           "\"zero_allow_untested_optimizer\": true to use it at stage ", c.zero_optimization.stage,
+           " (DeepSpeed requires the same)");
+}
+
+// The client optimizer's groups, as the engine's.
+std::vector<ParamGroup> client_groups(torch::optim::Optimizer& optimizer) {
+  std::vector<ParamGroup> groups;
+  for (auto& g : optimizer.param_groups()) {
+    groups.push_back({"group " + std::to_string(groups.size()), g.params(), g.options().get_lr(), std::nullopt});
+  }
+  return groups;
 }
 
 // The model's parameters by identity, for names in messages.
@@ -63,7 +92,7 @@ GroupState make_group(const ParamGroup& spec, const std::unordered_map<const voi
   GroupState g{spec.name, trainable, trainable_names,
                partition::GroupLayout(numels, std::max<int64_t>(1, zero.reduce_bucket_size.value), s.comm.world_size(),
                                       s.comm.rank()),
-               s.optimizer->defaults()};
+               s.optimizer ? s.optimizer->defaults() : optim::GroupHyper{}};
   if (spec.lr) g.hyper.lr = *spec.lr;
   if (spec.weight_decay) g.hyper.weight_decay = *spec.weight_decay;
 
@@ -123,7 +152,18 @@ double global_grad_norm(EngineState& s) {
   return std::isfinite(norm) ? norm : -1.0;
 }
 
-void optimizer_step(EngineState& s) {
+void client_step(EngineState& s) {
+  auto& client_groups = s.client_optimizer->param_groups();
+  for (size_t i = 0; i < s.groups.size(); ++i) {
+    GroupState& g = s.groups[i];
+    g.client_param.mutable_grad() = (s.stage == 0 ? g.grad_full : g.grad_shard).detach();
+    if (s.schedule) client_groups[i].options().set_lr(g.hyper.lr);
+  }
+  s.client_optimizer->step();
+  for (GroupState& g : s.groups) g.client_param.mutable_grad().reset();
+}
+
+void flat_step(EngineState& s) {
   for (size_t i = 0; i < s.groups.size(); ++i) {
     GroupState& g = s.groups[i];
     if (s.stage == 0) {
@@ -133,6 +173,14 @@ void optimizer_step(EngineState& s) {
     } else {
       s.optimizer->step(i, g.master, g.grad_shard, g.hyper);
     }
+  }
+}
+
+void optimizer_step(EngineState& s) {
+  if (s.client_optimizer) {
+    client_step(s);
+  } else {
+    flat_step(s);
   }
   if (s.stage == 0) return;
   // Every rank's updated chunks back into everyone's parameters.
@@ -159,11 +207,27 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   s->accumulation_steps = s->config.gradient_accumulation_steps.value.value_or(1);
   s->overlap_comm = s->config.zero_optimization.effective_overlap_comm();
   s->ignore_unused_parameters = s->config.zero_optimization.ignore_unused_parameters;
-  s->optimizer = optim::FlatOptimizer::from_config(*s->config.optimizer, s->stage);
+  check_optimizer_source(s->config, options);
+  if (options.optimizer) {
+    s->client_optimizer = options.optimizer;
+  } else {
+    s->optimizer = optim::FlatOptimizer::from_config(*s->config.optimizer, s->stage);
+  }
 
   const auto names = parameter_names(*model);
-  auto specs = options.param_groups.empty() ? default_groups(*model) : options.param_groups;
+  auto specs = s->client_optimizer ? client_groups(*s->client_optimizer)
+               : options.param_groups.empty() ? default_groups(*model)
+                                              : options.param_groups;
   for (const auto& spec : specs) s->groups.push_back(make_group(spec, names, *s));
+  if (s->client_optimizer) {
+    // The client steps the engine's shard of each group: a leaf alias of it, so that its
+    // in-place update (under torch's NoGradGuard) lands in the engine's buffer.
+    for (size_t i = 0; i < s->groups.size(); ++i) {
+      GroupState& g = s->groups[i];
+      g.client_param = (s->stage == 0 ? g.flat : g.master).detach().requires_grad_(true);
+      s->client_optimizer->param_groups()[i].params() = {g.client_param};
+    }
+  }
   if (s->config.scheduler) {
     std::vector<double> base_lrs;
     for (const auto& g : s->groups) base_lrs.push_back(g.hyper.lr);
@@ -173,7 +237,8 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   s->install_hooks();
   if (s->comm.rank() == 0) {
     ZT_LOG_INFO("engine: ZeRO stage ", s->stage, ", world size ", s->comm.world_size(), ", ",
-                s->optimizer->name(), ", gradient accumulation ", s->accumulation_steps);
+                s->optimizer ? s->optimizer->name() : "client optimizer", ", gradient accumulation ",
+                s->accumulation_steps);
   }
   return Engine(std::move(s));
 }
@@ -257,7 +322,8 @@ ModelStateBytes Engine::model_state_bytes() const {
     bytes.grads += nbytes(g.grad_full) + nbytes(g.grad_shard);
     bytes.master += nbytes(g.master);
   }
-  bytes.optimizer = state_->optimizer->state_nbytes();
+  // A client optimizer's state is opaque (torch::optim's per-parameter state objects): not counted.
+  bytes.optimizer = state_->optimizer ? state_->optimizer->state_nbytes() : 0;
   bytes.buffers = state_->peak_staging_nbytes;
   for (const auto& b : state_->model->buffers()) bytes.buffers += nbytes(b);
   return bytes;

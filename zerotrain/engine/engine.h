@@ -22,6 +22,9 @@
 namespace torch::nn {
 class Module;
 }
+namespace torch::optim {
+class Optimizer;
+}
 
 namespace zerotrain {
 
@@ -43,6 +46,11 @@ struct InitOptions {
   // Parameter groups; unset: one group of every trainable parameter of the model.
   // Parameters with requires_grad false are left out of everything (frozen).
   std::vector<ParamGroup> param_groups;
+  // A client optimizer built over the model's parameters, as deepspeed.initialize accepts
+  // one (then the config has no "optimizer" block). Its parameter groups become the
+  // engine's groups, and it steps the engine's flat fp32 shard of each. At ZeRO stages 1-2
+  // anything but torch's Adam, AdamW or Adagrad needs "zero_allow_untested_optimizer".
+  std::shared_ptr<torch::optim::Optimizer> optimizer;
 };
 
 // The bytes the engine holds for the model's training state on this rank.

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
+#include <torch/optim/optimizer.h>
 
 #include <deque>
 #include <memory>
@@ -33,6 +34,7 @@ struct GroupState {
   std::vector<at::Tensor> staging;   // stage 2, per bucket: (bucket numel,) fp32 while it fills
   std::vector<int> pending;          // per bucket: parameters whose gradient has not arrived
   std::vector<bool> arrived;         // per parameter, in this backward
+  at::Tensor client_param;           // with a client optimizer: a leaf alias of the shard it steps
 };
 
 // A reduction in flight; stage 2 adds `result` into `accumulate_into` when it is done.
@@ -52,7 +54,8 @@ struct EngineState {
   bool overlap_comm = false;
   bool ignore_unused_parameters = true;
   std::vector<GroupState> groups;
-  std::unique_ptr<optim::FlatOptimizer> optimizer;
+  std::unique_ptr<optim::FlatOptimizer> optimizer;            // from the config, or
+  std::shared_ptr<torch::optim::Optimizer> client_optimizer;  // the user's
   std::unique_ptr<optim::LrSchedule> schedule;
   // The AccumulateGrad nodes carrying our hooks: autograd only holds them weakly.
   std::vector<c10::intrusive_ptr<torch::autograd::Node>> accumulators;
