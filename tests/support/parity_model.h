@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,12 @@ struct ParityCase {
   bool overlap = true;
   bool freeze = false;   // fc1.bias frozen
 };
+
+// For test names and failure messages.
+inline void PrintTo(const ParityCase& c, std::ostream* os) {
+  *os << "stage " << c.stage << ", world " << c.world_size << ", accumulation " << c.accumulation << ", clip " << c.clip
+      << (c.overlap ? "" : ", no overlap") << (c.freeze ? ", fc1.bias frozen" : "");
+}
 
 inline ParityNet make_parity_net(bool freeze_fc1_bias) {
   torch::manual_seed(42);
