@@ -1,0 +1,96 @@
+// The ZeRO loss scaler against DeepSpeed's arithmetic: the worked trace of
+// deepspeed-semantics.md §7 and the cases of DeepSpeed's test_dynamic_loss_scale.py.
+#include <gtest/gtest.h>
+
+#include "zerotrain/core/error.h"
+#include "zerotrain/precision/loss_scaler.h"
+
+namespace zp = zerotrain::precision;
+
+namespace {
+
+zp::LossScalerOptions dynamic(double initial, int64_t window, int64_t hysteresis, double min_scale = 1.0,
+                              bool consecutive = false) {
+  return {.dynamic = true, .initial_scale = initial, .scale_window = window, .hysteresis = hysteresis,
+          .consecutive_hysteresis = consecutive, .min_scale = min_scale};
+}
+
+TEST(LossScaler, WorkedTraceWithHysteresis) {
+  zp::LossScaler s(dynamic(65536, 4, 2));
+  auto line = s.update(true);   // iter 0
+  EXPECT_EQ(s.scale(), 65536);
+  EXPECT_EQ(s.hysteresis_left(), 1);
+  EXPECT_EQ(*line, "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, but hysteresis is 2. "
+                   "Reducing hysteresis to 1");
+  line = s.update(true);   // iter 1
+  EXPECT_EQ(*line, "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768");
+  EXPECT_EQ(s.scale(), 32768);
+  for (int i = 2; i <= 4; ++i) {
+    EXPECT_FALSE(s.update(false).has_value());
+    EXPECT_EQ(s.scale(), 32768) << "iter " << i;
+  }
+  s.update(false);   // iter 5: (5 - 1) % 4 == 0: doubles and refills hysteresis
+  EXPECT_EQ(s.scale(), 65536);
+  EXPECT_EQ(s.hysteresis_left(), 2);
+  s.update(true);   // iter 6
+  EXPECT_EQ(s.scale(), 65536);
+  EXPECT_EQ(s.hysteresis_left(), 1);
+}
+
+TEST(LossScaler, NoOverflowDoublesEveryWindow) {
+  // DeepSpeed's test_no_overflow: the first doubling comes at the window-th step.
+  zp::LossScaler s(dynamic(8, 2, 1));
+  std::vector<double> scales;
+  for (int i = 0; i < 6; ++i) {
+    s.update(false);
+    scales.push_back(s.scale());
+  }
+  EXPECT_EQ(scales, (std::vector<double>{8, 16, 16, 32, 32, 64}));
+}
+
+TEST(LossScaler, AllOverflowHalvesDownToTheMinimumThenStops) {
+  zp::LossScaler s(dynamic(8, 2, 1, /*min_scale=*/2));
+  s.update(true);
+  EXPECT_EQ(s.scale(), 4);
+  s.update(true);
+  EXPECT_EQ(s.scale(), 2);
+  try {
+    s.update(true);
+    FAIL() << "no error at the minimum scale";
+  } catch (const zerotrain::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("already at minimum"), std::string::npos);
+  }
+}
+
+TEST(LossScaler, SomeOverflowRestartsTheWindow) {
+  zp::LossScaler s(dynamic(1024, 3, 1));
+  s.update(false);   // iter 0
+  s.update(true);    // iter 1: 512, last overflow 1
+  EXPECT_EQ(s.scale(), 512);
+  s.update(false);   // iter 2: (2-1)%3 != 0
+  s.update(false);   // iter 3
+  EXPECT_EQ(s.scale(), 512);
+  s.update(false);   // iter 4: (4-1)%3 == 0: doubles
+  EXPECT_EQ(s.scale(), 1024);
+}
+
+TEST(LossScaler, ConsecutiveHysteresisRefillsOnEveryGoodStep) {
+  zp::LossScaler s(dynamic(1024, 100, 3, 1.0, /*consecutive=*/true));
+  s.update(true);
+  s.update(true);
+  EXPECT_EQ(s.hysteresis_left(), 1);
+  auto line = s.update(false);
+  EXPECT_EQ(*line, "Consecutive hysteresis is enabled. Restoring hysteresis to 3");
+  EXPECT_EQ(s.hysteresis_left(), 3);
+  EXPECT_EQ(s.scale(), 1024);
+}
+
+TEST(LossScaler, StaticScaleNeverChanges) {
+  zp::LossScaler s({.dynamic = false, .static_scale = 128});
+  s.update(true);
+  s.update(false);
+  EXPECT_EQ(s.scale(), 128);
+  EXPECT_THROW(zp::LossScaler({.dynamic = false, .static_scale = 0}), zerotrain::ConfigError);
+}
+
+}  // namespace
