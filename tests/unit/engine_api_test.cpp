@@ -169,6 +169,17 @@ TEST(EngineApi, ClientOptimizerAtEveryStageMatchesTheReference) {
                zerotrain::ConfigError);
 }
 
+TEST(EngineApi, TheModelOutlivesItsEngine) {
+  auto net = make_parity_net(false);
+  {
+    auto engine = zerotrain::initialize(net.ptr(), config("", 2), {.comm = zerotrain::comm::Communicator::make_thread_world(1)[0]});
+    train_step(engine, net);
+  }
+  // Plain LibTorch backward afterwards: the engine's hooks are gone with it.
+  net->forward(torch::ones({4, 8})).sum().backward();
+  EXPECT_TRUE(net->fc1->weight.grad().defined());
+}
+
 TEST(EngineApi, LambRunsAtStageZero) {
   auto net = make_parity_net(false);
   auto c = zerotrain::Config::from_string(

@@ -200,7 +200,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   ZT_CHECK(model != nullptr, UsageError, "initialize: the model is null");
   // The communicator first: it reads the config's "comm" block before the config moves.
   auto communicator = options.comm ? *options.comm : comm::Communicator::init(comm::options_from_config(config));
-  auto s = std::make_unique<EngineState>(EngineState{model, std::move(config), std::move(communicator)});
+  auto s = std::make_unique<EngineState>(model, std::move(config), std::move(communicator));
   config::finalize(s->config, s->comm.world_size());
   check_supported(s->config);
   s->stage = static_cast<int>(s->config.zero_optimization.stage);

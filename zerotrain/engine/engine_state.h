@@ -57,8 +57,9 @@ struct EngineState {
   std::unique_ptr<optim::FlatOptimizer> optimizer;            // from the config, or
   std::shared_ptr<torch::optim::Optimizer> client_optimizer;  // the user's
   std::unique_ptr<optim::LrSchedule> schedule;
-  // The AccumulateGrad nodes carrying our hooks: autograd only holds them weakly.
-  std::vector<c10::intrusive_ptr<torch::autograd::Node>> accumulators;
+  // The AccumulateGrad nodes carrying our hooks (autograd only holds them weakly), with each
+  // hook's key: the hooks point at this state and are removed with it.
+  std::vector<std::pair<c10::intrusive_ptr<torch::autograd::Node>, uintptr_t>> accumulators;
 
   int64_t micro_steps = 0;
   int64_t global_steps = 0;
@@ -78,6 +79,13 @@ struct EngineState {
   int64_t peak_staging_nbytes = 0;
 
   bool at_boundary() const { return (micro_steps + 1) % accumulation_steps == 0; }
+
+  EngineState(std::shared_ptr<torch::nn::Module> model_in, Config config_in, comm::Communicator comm_in)
+      : model(std::move(model_in)), config(std::move(config_in)), comm(std::move(comm_in)) {}
+  EngineState(const EngineState&) = delete;
+  EngineState& operator=(const EngineState&) = delete;
+  // A model that outlives its engine must not call into it from backward.
+  ~EngineState();
 
   // grad_sync.cpp
   void install_hooks();

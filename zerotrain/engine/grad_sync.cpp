@@ -34,11 +34,15 @@ void EngineState::install_hooks() {
   for (size_t g = 0; g < groups.size(); ++g) {
     for (size_t i = 0; i < groups[g].params.size(); ++i) {
       auto accumulator = torch::autograd::impl::grad_accumulator(groups[g].params[i]);
-      accumulator->add_post_hook(std::make_unique<GradientReadyHook>(this, g, i));
-      accumulators.push_back(std::move(accumulator));
+      const uintptr_t key = accumulator->add_post_hook(std::make_unique<GradientReadyHook>(this, g, i));
+      accumulators.emplace_back(std::move(accumulator), key);
     }
     for (size_t b = 0; b < groups[g].layout.buckets().size(); ++b) launch_order.emplace_back(g, b);
   }
+}
+
+EngineState::~EngineState() {
+  for (auto& [accumulator, key] : accumulators) accumulator->del_post_hook(key);
 }
 
 void EngineState::begin_backward() {
