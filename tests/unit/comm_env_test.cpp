@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/unit/comm_test_util.h"
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/comm/rendezvous.h"
 #include "zerotrain/config/config.h"
@@ -57,25 +58,7 @@ class EnvGuard {
   std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
 };
 
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-// The message of the ConfigError that `f` throws; fails the test when it throws nothing or
-// something else.
-template <class F>
-std::string config_error_of(F&& f, const std::string& what = "") {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << ": expected ConfigError, got another exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << what << ": expected ConfigError, nothing was thrown";
-  return "";
-}
+using test::contains;
 
 // One ctest entry costs ~0.4 s of LibTorch loading (this binary links it), so each test
 // below checks one topic through several cases, each under a fresh EnvGuard.
@@ -332,7 +315,7 @@ std::string rendezvous_error(const std::vector<std::pair<const char*, const char
     env.set(name, value);
     what += std::string(name) + "=" + value + " ";
   }
-  return config_error_of([] { rendezvous_from_env(); }, what);
+  return test::error_of<ConfigError>([] { rendezvous_from_env(); }, what);
 }
 
 TEST(CommEnv, BadLauncherVariablesNameTheVariable) {
@@ -423,7 +406,7 @@ TEST(CommEnv, ApplyEnvRejectsBadValues) {
   {
     EnvGuard env;
     env.set("ZEROTRAIN_COMM_BACKEND", "ncl");
-    const std::string message = config_error_of([] { apply_env({}); });
+    const std::string message = test::error_of<ConfigError>([] { apply_env({}); });
     EXPECT_TRUE(contains(message, "ZEROTRAIN_COMM_BACKEND")) << message;
     EXPECT_TRUE(contains(message, "'ncl'")) << message;
     EXPECT_TRUE(contains(message, "auto, gloo, mpi, nccl, threads")) << message;
@@ -431,13 +414,13 @@ TEST(CommEnv, ApplyEnvRejectsBadValues) {
   for (const char* bad : {"0", "-5", "1.5", "ten"}) {
     EnvGuard env;
     env.set("ZEROTRAIN_COMM_TIMEOUT_S", bad);
-    const std::string message = config_error_of([] { apply_env({}); }, bad);
+    const std::string message = test::error_of<ConfigError>([] { apply_env({}); }, bad);
     EXPECT_TRUE(contains(message, "ZEROTRAIN_COMM_TIMEOUT_S")) << bad << ": " << message;
   }
   {
     EnvGuard env;
     env.set("ZEROTRAIN_COMM_DEBUG", "maybe");
-    const std::string message = config_error_of([] { apply_env({}); });
+    const std::string message = test::error_of<ConfigError>([] { apply_env({}); });
     EXPECT_TRUE(contains(message, "ZEROTRAIN_COMM_DEBUG")) << message;
   }
 }
@@ -453,7 +436,7 @@ TEST(CommTypes, BackendAndReduceOpNames) {
     EXPECT_EQ(parse_backend(to_string(kind), "x"), kind) << to_string(kind);
   }
 
-  const std::string message = config_error_of([] { parse_backend("tcp", "comm.backend"); });
+  const std::string message = test::error_of<ConfigError>([] { parse_backend("tcp", "comm.backend"); });
   EXPECT_TRUE(contains(message, "comm.backend")) << message;
   EXPECT_TRUE(contains(message, "'tcp'")) << message;
   EXPECT_TRUE(contains(message, "auto, gloo, mpi, nccl, threads")) << message;

@@ -54,4 +54,17 @@ std::unique_ptr<Backend> make_nccl_backend(const RendezvousInfo& where, const Co
 bool mpi_compiled();
 bool nccl_compiled();
 
+// Whether two tensors share any byte of memory (MPI forbids overlapping send and receive buffers).
+inline bool overlaps(const at::Tensor& a, const at::Tensor& b) {
+  const auto* a0 = static_cast<const char*>(a.data_ptr());
+  const auto* b0 = static_cast<const char*>(b.data_ptr());
+  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+// The first line of an exception's message (c10's carry a stack trace after it).
+inline std::string first_line(const std::exception& e) {
+  const std::string text = e.what();
+  return text.substr(0, text.find('\n'));
+}
+
 }  // namespace zerotrain::comm::detail

@@ -67,12 +67,6 @@ void copy_back(const at::Tensor& dst, const at::Tensor& flat_src) {
   dst.copy_(flat_src.view(dst.sizes()));
 }
 
-bool overlaps(const at::Tensor& a, const at::Tensor& b) {
-  const auto* a0 = static_cast<const char*>(a.data_ptr());
-  const auto* b0 = static_cast<const char*>(b.data_ptr());
-  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
-}
-
 void divide_in_place(const at::Tensor& t, int world_size) {
   if (at::isFloatingType(t.scalar_type())) {
     t.div_(world_size);
@@ -176,7 +170,7 @@ struct Issuer {
     if (cast) source = source.to(at::kFloat);
     // Reducing a bucket into its own chunk (output inside input) needs a separate result:
     // the backends read the whole input while writing the result.
-    const bool direct = !cast && chunk == mine.numel && output.is_contiguous() && !overlaps(output, source);
+    const bool direct = !cast && chunk == mine.numel && output.is_contiguous() && !detail::overlaps(output, source);
     at::Tensor result = direct ? output.view(-1) : at::empty({chunk}, source.options());
     const bool post_divide = op == ReduceOp::kAvg && !backend().averages(source.scalar_type());
     WorkPtr part = backend().reduce_scatter(source, result, post_divide ? ReduceOp::kSum : op);

@@ -65,9 +65,8 @@ class GlooBackend final : public Backend {
       pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
           c10::make_intrusive<c10d::PrefixStore>("zt/gloo", store_), rank_, world_size_, gloo_options);
     } catch (const std::exception& e) {
-      std::string first_line = e.what();
       throw CommError(str("rank ", rank_, " could not connect Gloo to the other ", world_size_ - 1, " ranks within ",
-                          options.timeout.count() / 1000.0, " s (", first_line.substr(0, first_line.find('\n')),
+                          options.timeout.count() / 1000.0, " s (", first_line(e),
                           "). Every rank must start and reach MASTER_ADDR; set GLOO_SOCKET_IFNAME to pick the network "
                           "interface"),
                       "rendezvous");

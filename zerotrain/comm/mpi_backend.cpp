@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <climits>
-#include <functional>
 #include <thread>
 
 #include "zerotrain/comm/backend.h"
@@ -105,12 +104,6 @@ class MpiWork final : public WorkImpl {
   std::vector<at::Tensor> buffers_;
   bool done_ = false;
 };
-
-bool overlaps(const at::Tensor& a, const at::Tensor& b) {
-  const auto* a0 = static_cast<const char*>(a.data_ptr());
-  const auto* b0 = static_cast<const char*>(b.data_ptr());
-  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
-}
 
 // At exit: MPI_Finalize after a clean exit (status 0). After a failure (a non-zero exit
 // status, or a collective that timed out or failed) MPI_Abort instead: MPI_Finalize waits

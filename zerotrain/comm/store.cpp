@@ -1,5 +1,7 @@
 #include "zerotrain/comm/store.h"
 
+#include "zerotrain/comm/backend.h"
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -28,10 +30,8 @@ c10::intrusive_ptr<c10d::Store> connect_store(const StoreAddress& address, int r
   try {
     return c10::make_intrusive<c10d::TCPStore>(address.host, options);
   } catch (const std::exception& e) {
-    std::string first_line = e.what();
-    first_line = first_line.substr(0, first_line.find('\n'));
     throw CommError(str("rank ", rank, " could not ", rank == 0 ? "serve" : "reach",
-                        " the rendezvous store at ", address.host, ":", address.port, " (", first_line,
+                        " the rendezvous store at ", address.host, ":", address.port, " (", first_line(e),
                         "). Check MASTER_ADDR/MASTER_PORT: rank 0 must be able to listen there and every "
                         "rank to connect; a port in use by an earlier job also causes this"),
                     "rendezvous");
@@ -63,9 +63,8 @@ void wait_for_ranks(c10d::Store& store, int rank, int world_size, std::chrono::m
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     } while (std::chrono::steady_clock::now() < deadline);
   } catch (const std::exception& e) {
-    std::string first_line = e.what();
     throw CommError(str("rank ", rank, " lost the rendezvous store while waiting for the other ranks to start ", what,
-                        " (", first_line.substr(0, first_line.find('\n')), "); rank 0, which serves it, has probably "
+                        " (", first_line(e), "); rank 0, which serves it, has probably "
                         "exited: see its output"),
                     "rendezvous");
   }
