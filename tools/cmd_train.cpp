@@ -75,7 +75,8 @@ int run_train(TrainOptions o) {
     ZT_CHECK(metrics.good(), IoError, "cannot write --metrics_file ", o.metrics_file);
   }
   if (rank == 0) {
-    std::cout << "zerotrain train: " << model->describe() << ", ZeRO stage " << engine.config().zero_optimization.stage
+    std::cout << "zerotrain train: " << model->describe() << ", " << dtype_name(engine.model_dtype()) << ", ZeRO stage "
+              << engine.config().zero_optimization.stage
               << ", world size " << ws << ", global batch " << global_batch << " (" << micro << " x " << accumulation
               << " x " << ws << ")" << std::endl;
   }
@@ -108,14 +109,18 @@ int run_train(TrainOptions o) {
                                   {"loss", final_loss},
                                   {"lr", engine.get_lr().front()},
                                   {"grad_norm", engine.get_global_grad_norm().value_or(0.0)},
-                                  {"loss_scale", 1.0},
+                                  {"loss_scale", engine.loss_scale()},
                                   {"skipped", engine.skipped_steps()},
                                   {"samples_per_s", static_cast<double>(samples - last_log_samples) / window_s},
                                   {"elapsed_s", std::chrono::duration<double>(now - start).count()},
                                   {"model_state_bytes", state_bytes},
                                   {"peak_rss_bytes", rss}};
       std::cout << "step " << engine.global_steps() << "  loss " << final_loss << "  lr " << engine.get_lr().front()
-                << "  " << line["samples_per_s"].get<double>() << " samples/s" << std::endl;
+                << "  " << line["samples_per_s"].get<double>() << " samples/s";
+      if (engine.model_dtype() == torch::kHalf) {
+        std::cout << "  loss scale " << engine.loss_scale() << "  skipped " << engine.skipped_steps();
+      }
+      std::cout << std::endl;
       if (metrics.is_open()) metrics << line.dump() << "\n" << std::flush;
     }
     last_log = now;
@@ -150,6 +155,8 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--weight_decay", o->args.weight_decay)->capture_default_str();
   cmd->add_option("--max_grad_norm", o->args.max_grad_norm)->capture_default_str();
   cmd->add_option("--warmup_steps", o->args.warmup_steps)->capture_default_str();
+  auto* fp16 = cmd->add_flag("--fp16", o->args.fp16, "Train in fp16 with loss scaling (fills \"fp16\": {\"enabled\": \"auto\"})");
+  cmd->add_flag("--bf16", o->args.bf16, "Train in bf16 (fills \"bf16\": {\"enabled\": \"auto\"})")->excludes(fp16);
   cmd->add_option("--max_steps", o->max_steps)->capture_default_str();
   cmd->add_option("--seed", o->seed)->capture_default_str();
   cmd->add_option("--logging_steps", o->logging_steps)->capture_default_str();

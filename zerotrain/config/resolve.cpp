@@ -67,6 +67,13 @@ class Filler {
       mismatches_.push_back(str("- ds ", path, "=", show(field.value), " vs hf ", hf_name, "=", show(T(hf))));
     }
   }
+  // A Trainer flag that asks for a mode the config does not mention. HF then drops the flag
+  // (DeepSpeed trains in fp32 although --bf16 was given); here the flag turns the mode on.
+  void enable_if_absent(const std::string& path, Auto<bool>& field, bool flag) {
+    if (!flag || config_.source_of(path) != Source::kDefault) return;
+    field.value = true;
+    config_.sources[path] = Source::kAuto;
+  }
   template <class T, class H>
   void fill_only(const std::string& path, Auto<T>& field, const H& value) {
     if (!field.is_auto) return;
@@ -122,6 +129,8 @@ void resolve_auto(Config& c, const TrainerArgs& a) {
   }
   f.match("fp16.enabled", c.fp16.enabled, a.fp16, "fp16");
   f.match("bf16.enabled", c.bf16.enabled, a.bf16, "bf16");
+  f.enable_if_absent("fp16.enabled", c.fp16.enabled, a.fp16);
+  f.enable_if_absent("bf16.enabled", c.bf16.enabled, a.bf16);
 
   if (c.scheduler) {
     std::visit(

@@ -25,6 +25,10 @@ struct Fp16Config {
   bool consecutive_hysteresis = false;
   double min_loss_scale = 1.0;
   bool fp16_master_weights_and_grads = false;
+  // zerotrain's own (DeepSpeed ignores unknown fp16 keys): stop with a diagnosis instead of
+  // skipping steps without end. 0 turns a limit off (docs/precision.md).
+  int64_t max_consecutive_skipped_steps = 50;
+  std::optional<int64_t> max_steps_at_min_scale;   // unset: loss_scale_window
 
   template <class V> void visit(V& v) {
     v.field("enabled", enabled);
@@ -36,6 +40,8 @@ struct Fp16Config {
     v.field("consecutive_hysteresis", consecutive_hysteresis);
     v.field("min_loss_scale", min_loss_scale, {.min = 0.0});
     v.field("fp16_master_weights_and_grads", fp16_master_weights_and_grads);
+    v.field("max_consecutive_skipped_steps", max_consecutive_skipped_steps, {.min = 0});
+    v.field("max_steps_at_min_scale", max_steps_at_min_scale, {.min = 0});
   }
 };
 

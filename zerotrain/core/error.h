@@ -76,6 +76,12 @@ class CheckpointError : public IoError {
   int exit_code() const override { return 8; }
 };
 
+class NumericsError : public Error { // training cannot go on: gradients overflow at every loss scale
+ public:
+  explicit NumericsError(const std::string& message) : Error("fp16", message) {}
+  int exit_code() const override { return 9; }
+};
+
 class InternalError : public Error { // a zerotrain bug
  public:
   explicit InternalError(const std::string& message) : Error("internal", message) {}

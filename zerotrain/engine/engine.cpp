@@ -13,6 +13,7 @@
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
 #include "zerotrain/engine/engine_state.h"
+#include "zerotrain/precision/from_config.h"
 
 namespace zerotrain {
 namespace {
@@ -21,10 +22,10 @@ using engine::detail::EngineState;
 using engine::detail::GroupState;
 
 void check_supported(const Config& c) {
+  ZT_CHECK(!(c.fp16_enabled() && c.bf16_enabled()), ConfigError,
+           "fp16 and bf16 are both enabled (after \"auto\" was resolved); enable one of them");
   ZT_CHECK(c.zero_optimization.stage <= 2, NotSupported, "zero_optimization.stage ", c.zero_optimization.stage,
            ": this engine runs stages 0, 1 and 2; stage 3 comes with parameter partitioning");
-  ZT_CHECK(!c.fp16_enabled() && !c.bf16_enabled(), NotSupported,
-           "fp16/bf16 training is not implemented yet (mixed precision comes next); train in fp32 for now");
   const auto& zero = c.zero_optimization;
   const bool offload = (zero.offload_optimizer && zero.offload_optimizer->device != config::OffloadDevice::kNone) ||
                        (zero.offload_param && zero.offload_param->device != config::OffloadDevice::kNone);
@@ -82,8 +83,11 @@ GroupState make_group(const ParamGroup& spec, const std::unordered_map<const voi
     if (!p.requires_grad()) continue;   // frozen: left out of everything
     auto it = names.find(p.unsafeGetTensorImpl());
     const std::string name = it != names.end() ? it->second : spec.name + "[" + std::to_string(trainable.size()) + "]";
-    ZT_CHECK(p.scalar_type() == at::kFloat && p.device().is_cpu(), NotSupported, "parameter ", name, " is ",
-             p.scalar_type(), " on ", p.device(), "; the engine trains float32 CPU parameters for now");
+    ZT_CHECK(p.device().is_cpu(), NotSupported, "parameter ", name, " is on ", p.device(),
+             "; the engine trains CPU parameters for now");
+    ZT_CHECK(p.scalar_type() == s.precision.model, ConfigError, "parameter ", name, " is ", p.scalar_type(),
+             " but the config trains in ", s.precision.model, "; enable the matching \"bf16\" or \"fp16\" block, "
+             "or give the engine a float32 model (model->to(torch::kFloat))");
     trainable.push_back(p);
     trainable_names.push_back(name);
     numels.push_back(p.numel());
@@ -97,7 +101,7 @@ GroupState make_group(const ParamGroup& spec, const std::unordered_map<const voi
   if (spec.weight_decay) g.hyper.weight_decay = *spec.weight_decay;
 
   // The parameters move into one flat buffer; the model keeps views of it.
-  g.flat = at::empty({g.layout.numel()}, at::kFloat);
+  g.flat = at::empty({g.layout.numel()}, s.precision.model);
   {
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < g.params.size(); ++i) {
@@ -114,13 +118,15 @@ GroupState make_group(const ParamGroup& spec, const std::unordered_map<const voi
   g.pending.assign(num_buckets, 0);
   g.staging.resize(num_buckets);
   g.arrived.assign(g.params.size(), false);
-  if (s.stage <= 1) g.grad_full = at::zeros({g.layout.numel()}, at::kFloat);
+  if (s.stage <= 1) g.grad_full = at::zeros({g.layout.numel()}, s.precision.accum);
+  // The fp32 master weights start from the half-precision ones, as DeepSpeed's do.
+  if (s.stage == 0 && s.precision.half()) g.master = g.flat.to(at::kFloat);
   if (s.stage >= 1) {
     g.master = at::empty({g.layout.shard_numel()}, at::kFloat);
     for (const auto& b : g.layout.buckets()) {
       g.master.narrow(0, b.shard_offset, b.chunk.numel).copy_(g.flat.narrow(0, b.flat.offset + b.chunk.offset, b.chunk.numel));
     }
-    g.grad_shard = at::zeros({g.layout.shard_numel()}, at::kFloat);
+    g.grad_shard = at::zeros({g.layout.shard_numel()}, s.precision.accum);
   }
   return g;
 }
@@ -135,63 +141,98 @@ void apply_schedule(EngineState& s) {
   }
 }
 
-// The global L2 norm of the gradients the optimizer is about to use (DeepSpeed sums the
-// squares in float64); -1 when it is not finite, as DeepSpeed reports it.
-double global_grad_norm(EngineState& s) {
-  double sum_sq = 0;
-  for (const GroupState& g : s.groups) {
-    const at::Tensor& grad = s.stage == 0 ? g.grad_full : g.grad_shard;
-    if (grad.numel() > 0) sum_sq += at::linalg_vector_norm(grad, 2, {}, false, at::kDouble).square().item<double>();
-  }
-  if (s.stage >= 1) {   // each rank holds the gradients of its shard only
-    auto total = at::full({1}, sum_sq, at::kDouble);
-    s.comm.all_reduce(total, comm::ReduceOp::kSum).wait();
-    sum_sq = total.item<double>();
-  }
-  const double norm = std::sqrt(sum_sq);
-  return std::isfinite(norm) ? norm : -1.0;
-}
+// The weights an optimizer steps: the fp32 master, or the parameters themselves (stage 0, fp32).
+at::Tensor& stepped_weights(GroupState& g) { return g.master.defined() ? g.master : g.flat; }
 
-void client_step(EngineState& s) {
+void client_step(EngineState& s, const std::vector<at::Tensor>& grads) {
   auto& client_groups = s.client_optimizer->param_groups();
   for (size_t i = 0; i < s.groups.size(); ++i) {
     GroupState& g = s.groups[i];
-    g.client_param.mutable_grad() = (s.stage == 0 ? g.grad_full : g.grad_shard).detach();
+    g.client_param.mutable_grad() = grads[i].detach();
     if (s.schedule) client_groups[i].options().set_lr(g.hyper.lr);
   }
   s.client_optimizer->step();
   for (GroupState& g : s.groups) g.client_param.mutable_grad().reset();
 }
 
-void flat_step(EngineState& s) {
+void flat_step(EngineState& s, const std::vector<at::Tensor>& grads) {
   for (size_t i = 0; i < s.groups.size(); ++i) {
     GroupState& g = s.groups[i];
     if (s.stage == 0) {
       std::vector<int64_t> segments;
       for (size_t p = 0; p < g.params.size(); ++p) segments.push_back(g.layout.param(p).numel);
-      s.optimizer->step(i, g.flat, g.grad_full, g.hyper, segments);
+      s.optimizer->step(i, stepped_weights(g), grads[i], g.hyper, segments);
     } else {
-      s.optimizer->step(i, g.master, g.grad_shard, g.hyper);
+      s.optimizer->step(i, g.master, grads[i], g.hyper);
     }
   }
 }
 
-void optimizer_step(EngineState& s) {
+// `grads`: each group's fp32 gradients, unscaled and clipped.
+void optimizer_step(EngineState& s, const std::vector<at::Tensor>& grads) {
   if (s.client_optimizer) {
-    client_step(s);
+    client_step(s, grads);
   } else {
-    flat_step(s);
+    flat_step(s, grads);
   }
-  if (s.stage == 0) return;
-  // Every rank's updated chunks back into everyone's parameters.
+  if (s.stage == 0) {
+    for (GroupState& g : s.groups) {
+      if (g.master.defined()) g.flat.copy_(g.master);   // fp32 master -> half parameters
+    }
+    return;
+  }
+  // Every rank's updated chunks back into everyone's parameters, in the model's dtype.
   std::vector<comm::Work> gathers;
   for (GroupState& g : s.groups) {
     for (const auto& b : g.layout.buckets()) {
-      gathers.push_back(s.comm.all_gather(g.master.narrow(0, b.shard_offset, b.chunk.numel),
-                                          g.flat.narrow(0, b.flat.offset, b.flat.numel)));
+      const at::Tensor mine = g.master.narrow(0, b.shard_offset, b.chunk.numel);
+      gathers.push_back(s.comm.all_gather(mine.to(g.flat.scalar_type()), g.flat.narrow(0, b.flat.offset, b.flat.numel)));
     }
   }
   for (auto& w : gathers) w.wait();
+}
+
+// DeepSpeed's unscale_and_clip_grads: one factor undoes the loss scale and clips to
+// gradient_clipping; `norm` is of the unscaled gradients. Returns each group's gradients
+// in fp32, ready for the optimizer.
+std::vector<at::Tensor> unscaled_fp32_gradients(EngineState& s, double norm) {
+  double combined = s.loss_scale();
+  const double clip_to = s.config.gradient_clipping.value;
+  if (clip_to > 0 && norm > 0) {
+    const double clip = (norm + 1e-6) / clip_to;
+    if (clip > 1) combined *= clip;
+  }
+  std::vector<at::Tensor> grads;
+  int64_t copies_nbytes = 0;
+  for (GroupState& g : s.groups) {
+    at::Tensor grad = s.grads_of(g);
+    if (grad.scalar_type() != at::kFloat) {
+      grad = grad.to(at::kFloat);
+      copies_nbytes += static_cast<int64_t>(grad.nbytes());
+    }
+    if (combined != 1.0) grad.div_(combined);
+    grads.push_back(grad);
+  }
+  s.note_temporary(copies_nbytes);
+  return grads;
+}
+
+// Floating-point parameters and buffers into the training dtype, as DeepSpeed's engine
+// calls module.half() or module.bfloat16().
+void cast_model(torch::nn::Module& model, at::ScalarType dtype) {
+  at::NoGradGuard no_grad;
+  auto cast = [dtype](at::Tensor t) {
+    if (t.defined() && t.is_floating_point() && t.scalar_type() != dtype) t.set_data(t.detach().to(dtype));
+  };
+  for (auto& p : model.parameters()) cast(p);
+  for (auto& b : model.buffers()) cast(b);
+}
+
+void zero_gradients(EngineState& s) {
+  for (GroupState& g : s.groups) {
+    if (g.grad_full.defined()) g.grad_full.zero_();
+    if (g.grad_shard.defined()) g.grad_shard.zero_();
+  }
 }
 
 }  // namespace
@@ -207,6 +248,12 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   s->accumulation_steps = s->config.gradient_accumulation_steps.value.value_or(1);
   s->overlap_comm = s->config.zero_optimization.effective_overlap_comm();
   s->ignore_unused_parameters = s->config.zero_optimization.ignore_unused_parameters;
+  s->precision = engine::detail::precision_from_config(s->config);
+  if (s->config.fp16_enabled()) {
+    s->scaler.emplace(precision::loss_scaler_options(s->config));
+    s->watch.emplace(precision::overflow_watch_options(s->config));
+  }
+  if (s->precision.half()) cast_model(*model, s->precision.model);
   check_optimizer_source(s->config, options);
   if (options.optimizer) {
     s->client_optimizer = options.optimizer;
@@ -224,7 +271,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
     // in-place update (under torch's NoGradGuard) lands in the engine's buffer.
     for (size_t i = 0; i < s->groups.size(); ++i) {
       GroupState& g = s->groups[i];
-      g.client_param = (s->stage == 0 ? g.flat : g.master).detach().requires_grad_(true);
+      g.client_param = stepped_weights(g).detach().requires_grad_(true);
       s->client_optimizer->param_groups()[i].params() = {g.client_param};
     }
   }
@@ -236,9 +283,12 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   }
   s->install_hooks();
   if (s->comm.rank() == 0) {
+    const auto& p = s->precision;
     ZT_LOG_INFO("engine: ZeRO stage ", s->stage, ", world size ", s->comm.world_size(), ", ",
                 s->optimizer ? s->optimizer->name() : "client optimizer", ", gradient accumulation ",
-                s->accumulation_steps);
+                s->accumulation_steps, ", ", dtype_name(p.model), " (gradients: reduced in ", dtype_name(p.comm),
+                ", accumulated in ", dtype_name(p.accum), ")",
+                s->scaler ? ", loss scale " + std::to_string(static_cast<int64_t>(s->scaler->scale())) : std::string());
   }
   return Engine(std::move(s));
 }
@@ -251,7 +301,10 @@ Engine::~Engine() = default;
 void Engine::backward(const at::Tensor& loss) {
   ZT_CHECK(loss.defined() && loss.numel() == 1, UsageError, "engine.backward: the loss must be a scalar tensor");
   state_->begin_backward();
-  const at::Tensor scaled = state_->accumulation_steps > 1 ? loss / static_cast<double>(state_->accumulation_steps) : loss;
+  at::Tensor scaled = loss;
+  // DeepSpeed's loss_scaler.backward: (loss.float() * scale).backward().
+  if (state_->scaler) scaled = loss.to(at::kFloat) * state_->scaler->scale();
+  if (state_->accumulation_steps > 1) scaled = scaled / static_cast<double>(state_->accumulation_steps);
   scaled.backward();
   state_->end_backward();
 }
@@ -266,24 +319,21 @@ void Engine::step() {
            "engine.step() at the accumulation boundary, but that micro-step's backward ran inside no_sync(), so "
            "the gradients were never averaged over the ranks; leave the last micro-step of each step outside no_sync()");
   s.wait_reductions();
-  const double norm = global_grad_norm(s);
-  s.global_grad_norm = norm;
-  const double clip_to = s.config.gradient_clipping.value;
-  if (clip_to > 0 && norm > 0) {
-    // DeepSpeed's unscale_and_clip_grads with a loss scale of 1.
-    const double clip = (norm + 1e-6) / clip_to;
-    if (clip > 1) {
-      for (GroupState& g : s.groups) (s.stage == 0 ? g.grad_full : g.grad_shard).div_(clip);
+  const engine::detail::GradCheck check = s.check_gradients();
+  const double norm = std::sqrt(check.sum_squares) / s.loss_scale();
+  s.global_grad_norm = std::isfinite(norm) ? norm : -1.0;   // DeepSpeed reports -1 for inf/nan
+  s.update_loss_scale(check);
+  if (check.overflow) {
+    // DeepSpeed: no update, gradients dropped, the schedule not stepped; the step counts.
+    zero_gradients(s);
+    ++s.skipped_steps;
+  } else {
+    optimizer_step(s, unscaled_fp32_gradients(s, *s.global_grad_norm));
+    if (s.schedule) {
+      s.schedule->step();
+      apply_schedule(s);
     }
-  }
-  optimizer_step(s);
-  if (s.schedule) {
-    s.schedule->step();
-    apply_schedule(s);
-  }
-  for (GroupState& g : s.groups) {
-    if (g.grad_full.defined()) g.grad_full.zero_();
-    if (g.grad_shard.defined()) g.grad_shard.zero_();
+    zero_gradients(s);
   }
   ++s.global_steps;
   s.global_samples += s.config.train_batch_size.value.value_or(0);
@@ -309,6 +359,14 @@ std::vector<double> Engine::get_lr() const {
 int64_t Engine::global_steps() const { return state_->global_steps; }
 int64_t Engine::global_samples() const { return state_->global_samples; }
 int64_t Engine::skipped_steps() const { return state_->skipped_steps; }
+double Engine::loss_scale() const { return state_->loss_scale(); }
+at::ScalarType Engine::model_dtype() const { return state_->precision.model; }
+at::ScalarType Engine::communication_data_type() const { return state_->precision.comm; }
+at::ScalarType Engine::grad_accum_dtype() const { return state_->precision.accum; }
+
+at::Tensor Engine::cast_inputs(const at::Tensor& input) const {
+  return state_->precision.auto_cast && input.is_floating_point() ? input.to(at::kHalf) : input;
+}
 int64_t Engine::micro_steps() const { return state_->micro_steps; }
 std::optional<double> Engine::get_global_grad_norm() const { return state_->global_grad_norm; }
 const Config& Engine::config() const { return state_->config; }

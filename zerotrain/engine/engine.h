@@ -1,5 +1,6 @@
 // zerotrain::initialize and the Engine: DeepSpeed's training loop for any LibTorch module,
-// data-parallel with ZeRO stages 0, 1 and 2 (docs/engine.md).
+// data-parallel with ZeRO stages 0, 1 and 2, in fp32, bf16 or fp16 (docs/engine.md,
+// docs/precision.md).
 //
 //   auto engine = zerotrain::initialize(model, zerotrain::Config::from_file("ds_config.json"));
 //   for (auto& batch : loader) {
@@ -58,7 +59,7 @@ struct ModelStateBytes {
   int64_t params = 0;        // the flat parameter buffers (the model's own parameters)
   int64_t grads = 0;         // gradient buffers: full (stages 0, 1) or this rank's shard (stage 2)
   int64_t optimizer = 0;     // optimizer states (moments, momentum buffers, ...)
-  int64_t master = 0;        // this rank's fp32 master shard (stages 1, 2)
+  int64_t master = 0;        // fp32 master weights: this rank's shard (stages 1, 2), all (stage 0, bf16/fp16)
   int64_t buffers = 0;       // gradient bucket staging buffers at their peak, and module buffers
   int64_t total() const { return params + grads + optimizer + master + buffers; }
 };
@@ -69,11 +70,13 @@ class Engine {
   Engine& operator=(Engine&&) noexcept;
   ~Engine();
 
-  // Backward of loss / gradient_accumulation_steps; gradient buckets are reduced as they
-  // fill. Call step() after every backward.
+  // Backward of loss / gradient_accumulation_steps (times the loss scale in fp16); gradient
+  // buckets are reduced as they fill. Call step() after every backward.
   void backward(const at::Tensor& loss);
   // Counts the micro-step; at the accumulation boundary: waits for the reductions, clips to
-  // gradient_clipping (global L2 norm), steps the optimizer and the schedule.
+  // gradient_clipping (global L2 norm), steps the optimizer and the schedule. In fp16 a step
+  // whose gradients overflowed on any rank is skipped instead (skipped_steps()), and
+  // NumericsError stops training when the loss scale cannot recover (docs/precision.md).
   void step();
   bool is_gradient_accumulation_boundary() const;
   void zero_grad();
@@ -85,6 +88,17 @@ class Engine {
   int64_t global_samples() const;
   int64_t skipped_steps() const;
   int64_t micro_steps() const;
+  // fp16: the current loss scale; 1 otherwise (DeepSpeed's engine.loss_scale()).
+  double loss_scale() const;
+  // The dtypes of training (docs/precision.md): parameters and activations; gradients on the
+  // wire (communication_data_type); gradients summed over micro-steps (grad_accum_dtype).
+  at::ScalarType model_dtype() const;
+  at::ScalarType communication_data_type() const;
+  at::ScalarType grad_accum_dtype() const;
+  // With fp16.auto_cast, a floating-point input cast to fp16 (what DeepSpeed's forward does to
+  // its inputs; a C++ module has no forward hook, so call it on the model's inputs). Other
+  // inputs, and every input without auto_cast, come back unchanged.
+  at::Tensor cast_inputs(const at::Tensor& input) const;
   // The L2 norm of all gradients over all ranks at the last step, before clipping.
   std::optional<double> get_global_grad_norm() const;
   ModelStateBytes model_state_bytes() const;
@@ -110,6 +124,9 @@ class Engine {
   explicit Engine(std::unique_ptr<engine::detail::EngineState> state);
   std::unique_ptr<engine::detail::EngineState> state_;
 };
+
+// "fp32", "bf16", "fp16" (the config's names), else LibTorch's name of the dtype.
+std::string dtype_name(at::ScalarType dtype);
 
 // DeepSpeed's deepspeed.initialize: takes the model (its parameters become views of the
 // engine's flat buffers), resolves and checks the config at this world size, and builds

@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/optim/optimizer.h>
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -18,6 +19,8 @@
 #include "zerotrain/optim/flat_optimizer.h"
 #include "zerotrain/optim/lr_schedule.h"
 #include "zerotrain/partition/layout.h"
+#include "zerotrain/precision/loss_scaler.h"
+#include "zerotrain/precision/overflow_watch.h"
 
 namespace zerotrain::engine::detail {
 
@@ -27,22 +30,43 @@ struct GroupState {
   std::vector<std::string> param_names;
   partition::GroupLayout layout;
   optim::GroupHyper hyper;                 // this step's lr, weight decay, betas
-  at::Tensor flat;        // (numel,) fp32: the parameters, in model order
-  at::Tensor grad_full;   // (numel,) fp32, stages 0-1: gradients accumulated over micro-steps
-  at::Tensor master;      // (shard_numel,) fp32, stages 1-2: this rank's chunks of `flat`
-  at::Tensor grad_shard;  // (shard_numel,) fp32, stages 1-2: the reduced gradients of `master`
-  std::vector<at::Tensor> staging;   // stage 2, per bucket: (bucket numel,) fp32 while it fills
+  at::Tensor flat;        // (numel,) model dtype: the parameters, in model order
+  at::Tensor grad_full;   // (numel,) accumulation dtype, stages 0-1: gradients summed over micro-steps
+  // fp32 weights the optimizer steps: this rank's chunks of `flat` (stages 1-2), or all of
+  // it at stage 0 in half precision; unset at stage 0 in fp32 (the optimizer steps `flat`).
+  at::Tensor master;
+  at::Tensor grad_shard;  // (shard_numel,) accumulation dtype, stages 1-2: the reduced gradients of `master`
+  std::vector<at::Tensor> staging;   // stage 2, per bucket: (bucket numel,) comm dtype while it fills
   std::vector<int> pending;          // per bucket: parameters whose gradient has not arrived
   std::vector<bool> arrived;         // per parameter, in this backward
   at::Tensor client_param;           // with a client optimizer: a leaf alias of the shard it steps
 };
 
-// A reduction in flight; stage 2 adds `result` into `accumulate_into` when it is done.
+// A reduction in flight. When it is done, `result` is added into `write_back` (stage 2
+// accumulates over micro-steps) or copied there (a reduction in another dtype).
 struct PendingReduce {
   comm::Work work;
   at::Tensor result;
-  at::Tensor accumulate_into;
-  at::Tensor keep_alive;   // the staging buffer the backend reads
+  at::Tensor write_back;
+  bool accumulate = false;
+  at::Tensor keep_alive;   // a staging buffer the backend reads, counted in staging_nbytes
+};
+
+// The dtypes of a step (docs/precision.md), from the fp16/bf16 blocks as DeepSpeed reads them.
+struct Precision {
+  at::ScalarType model = at::kFloat;   // parameters, activations, the gradients autograd makes
+  at::ScalarType comm = at::kFloat;    // gradients on the wire: communication_data_type
+  at::ScalarType accum = at::kFloat;   // gradients summed over micro-steps: data_types.grad_accum_dtype
+  bool auto_cast = false;              // fp16.auto_cast: floating inputs cast to fp16
+  bool half() const { return model != at::kFloat; }
+};
+Precision precision_from_config(const Config& config);
+
+// The gradients of a step, checked: their global L2 norm (still scaled) and whether any
+// rank's hold an inf or nan, agreed over all ranks.
+struct GradCheck {
+  double sum_squares = 0;
+  bool overflow = false;
 };
 
 struct EngineState {
@@ -50,6 +74,9 @@ struct EngineState {
   Config config;
   comm::Communicator comm;
   int stage = 0;
+  Precision precision;
+  std::optional<precision::LossScaler> scaler;    // fp16 only
+  std::optional<precision::OverflowWatch> watch;  // with the scaler
   int64_t accumulation_steps = 1;
   bool overlap_comm = false;
   bool ignore_unused_parameters = true;
@@ -79,6 +106,11 @@ struct EngineState {
   int64_t peak_staging_nbytes = 0;
 
   bool at_boundary() const { return (micro_steps + 1) % accumulation_steps == 0; }
+  double loss_scale() const { return scaler ? scaler->scale() : 1.0; }
+  // The gradients the optimizer steps with, per group (stage 0: full; 1-2: this rank's shard).
+  at::Tensor& grads_of(GroupState& g) { return stage == 0 ? g.grad_full : g.grad_shard; }
+  // A buffer that lives for part of a step, for the peak in model_state_bytes().
+  void note_temporary(int64_t nbytes) { peak_staging_nbytes = std::max(peak_staging_nbytes, staging_nbytes + nbytes); }
 
   EngineState(std::shared_ptr<torch::nn::Module> model_in, Config config_in, comm::Communicator comm_in)
       : model(std::move(model_in)), config(std::move(config_in)), comm(std::move(comm_in)) {}
@@ -94,8 +126,17 @@ struct EngineState {
   void end_backward();
   void wait_reductions();
 
+  // mixed_precision.cpp
+  GradCheck check_gradients();
+  // The parameters whose gradients hold an inf or nan on any rank (a collective), in the
+  // order backward produces them.
+  std::vector<std::string> overflowed_parameters();
+  // fp16: updates the scale and logs DeepSpeed's line; the overflow watch may stop training.
+  void update_loss_scale(const GradCheck& check);
+
  private:
   at::Tensor& staging_for(GroupState& g, size_t bucket);
+  at::Tensor track_staging(at::Tensor buffer);   // counts it in staging_nbytes until finished
   void launch_ready_buckets();
   void launch(size_t group, size_t bucket);
   void finish_oldest();

@@ -59,12 +59,16 @@ void EngineState::begin_backward() {
   }
 }
 
+at::Tensor EngineState::track_staging(at::Tensor buffer) {
+  staging_nbytes += static_cast<int64_t>(buffer.nbytes());
+  peak_staging_nbytes = std::max(peak_staging_nbytes, staging_nbytes);
+  return buffer;
+}
+
 at::Tensor& EngineState::staging_for(GroupState& g, size_t bucket) {
   at::Tensor& buffer = g.staging[bucket];
   if (!buffer.defined()) {
-    buffer = at::zeros({g.layout.buckets()[bucket].flat.numel}, at::kFloat);
-    staging_nbytes += static_cast<int64_t>(buffer.nbytes());
-    peak_staging_nbytes = std::max(peak_staging_nbytes, staging_nbytes);
+    buffer = track_staging(at::zeros({g.layout.buckets()[bucket].flat.numel}, precision.comm));
   }
   return buffer;
 }
@@ -120,16 +124,35 @@ void EngineState::launch(size_t group, size_t bucket) {
   GroupState& g = groups[group];
   const partition::Bucket& b = g.layout.buckets()[bucket];
   PendingReduce r;
-  if (stage == 0) {
-    r.work = comm.all_reduce(g.grad_full.narrow(0, b.flat.offset, b.flat.numel), comm::ReduceOp::kAvg);
-  } else if (stage == 1) {
-    r.work = comm.reduce_scatter(g.grad_full.narrow(0, b.flat.offset, b.flat.numel),
-                                 g.grad_shard.narrow(0, b.shard_offset, b.chunk.numel), comm::ReduceOp::kAvg);
+  // Gradients travel in the communication dtype: a bucket accumulated in another one is
+  // reduced through a copy, and the result comes back when the reduction is done.
+  const at::ScalarType wire = precision.comm;
+  if (stage <= 1) {
+    const at::Tensor full = g.grad_full.narrow(0, b.flat.offset, b.flat.numel);
+    at::Tensor input = full;
+    if (full.scalar_type() != wire) input = r.keep_alive = track_staging(full.to(wire));
+    if (stage == 0) {
+      r.work = comm.all_reduce(input, comm::ReduceOp::kAvg);
+      if (r.keep_alive.defined()) {
+        r.result = input;
+        r.write_back = full;
+      }
+    } else {
+      const at::Tensor out = g.grad_shard.narrow(0, b.shard_offset, b.chunk.numel);
+      if (out.scalar_type() == wire) {
+        r.work = comm.reduce_scatter(input, out, comm::ReduceOp::kAvg);
+      } else {
+        r.result = at::empty({b.chunk.numel}, wire);
+        r.write_back = out;
+        r.work = comm.reduce_scatter(input, r.result, comm::ReduceOp::kAvg);
+      }
+    }
   } else {
     r.keep_alive = std::move(g.staging[bucket]);
     g.staging[bucket] = at::Tensor();
-    r.result = at::empty({b.chunk.numel}, at::kFloat);
-    r.accumulate_into = g.grad_shard.narrow(0, b.shard_offset, b.chunk.numel);
+    r.result = at::empty({b.chunk.numel}, wire);
+    r.write_back = g.grad_shard.narrow(0, b.shard_offset, b.chunk.numel);
+    r.accumulate = true;   // over the micro-steps of an accumulation
     r.work = comm.reduce_scatter(r.keep_alive, r.result, comm::ReduceOp::kAvg);
   }
   in_flight.push_back(std::move(r));
@@ -144,7 +167,13 @@ void EngineState::launch(size_t group, size_t bucket) {
 void EngineState::finish_oldest() {
   PendingReduce& r = in_flight.front();
   r.work.wait();
-  if (r.accumulate_into.defined()) r.accumulate_into.add_(r.result);
+  if (r.write_back.defined()) {
+    if (r.accumulate) {
+      r.write_back.add_(r.result);
+    } else {
+      r.write_back.copy_(r.result);
+    }
+  }
   if (r.keep_alive.defined()) staging_nbytes -= static_cast<int64_t>(r.keep_alive.nbytes());
   in_flight.pop_front();
 }

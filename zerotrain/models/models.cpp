@@ -77,7 +77,9 @@ class Mlp final : public Model {
   explicit Mlp(Fields f) : fields_(std::move(f)), module_(std::make_shared<MlpImpl>(fields_)) {}
   std::shared_ptr<torch::nn::Module> module() override { return module_; }
   at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets) override {
-    return torch::mse_loss(module_->layers->forward(inputs), targets);
+    // Inputs in the parameters' dtype (the engine may train in bf16/fp16); the loss in fp32.
+    const auto dtype = module_->parameters().front().scalar_type();
+    return torch::mse_loss(module_->layers->forward(inputs.to(dtype)).to(torch::kFloat), targets);
   }
   std::string describe() const override {
     return detail::str("mlp (", fields_.at("n_in"), " -> ", fields_.at("n_layer"), " x ", fields_.at("n_hidden"),
@@ -149,7 +151,9 @@ class Gpt final : public Model {
   std::shared_ptr<torch::nn::Module> module() override { return module_; }
   at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets) override {
     auto logits = module_->forward(inputs);
-    return torch::cross_entropy_loss(logits.view({-1, logits.size(-1)}), targets.view({-1}));
+    // The loss in fp32 whatever the dtype the model trains in (bf16/fp16 logits lose the
+    // small probabilities cross-entropy needs).
+    return torch::cross_entropy_loss(logits.view({-1, logits.size(-1)}).to(torch::kFloat), targets.view({-1}));
   }
   std::string describe() const override {
     return detail::str("gpt (n_layer ", fields_.at("n_layer"), ", n_head ", fields_.at("n_head"), ", n_embd ",

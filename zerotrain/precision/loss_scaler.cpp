@@ -25,7 +25,7 @@ std::optional<std::string> LossScaler::update(bool overflow) {
   if (overflow) {
     if (options_.hysteresis == 1 || hysteresis_ == 1) {
       if (scale_ == options_.min_scale) {
-        throw Error("fp16", detail::str("current loss scale already at minimum (", scale_,
+        throw NumericsError(detail::str("current loss scale already at minimum (", scale_,
                                         ") - cannot decrease scale anymore: the gradients overflow even at the "
                                         "smallest scale. Train in bf16, or find the operation that overflows"));
       }

@@ -1,0 +1,127 @@
+// The precision half of a step: which dtypes the config asks for, the overflow check all
+// ranks agree on, and DeepSpeed's fp16 loss scaling with our overflow watch on top.
+#include <cmath>
+
+#include "zerotrain/core/error.h"
+#include "zerotrain/core/logging.h"
+#include "zerotrain/engine/engine_state.h"
+
+namespace zerotrain::engine::detail {
+namespace {
+
+at::ScalarType scalar_type(config::DType dtype) {
+  switch (dtype) {
+    case config::DType::kFp16: return at::kHalf;
+    case config::DType::kBf16: return at::kBFloat16;
+    case config::DType::kFp32: break;
+  }
+  return at::kFloat;
+}
+
+}  // namespace
+
+Precision precision_from_config(const Config& config) {
+  Precision p;
+  if (config.fp16_enabled()) p.model = at::kHalf;
+  if (config.bf16_enabled()) p.model = at::kBFloat16;
+  // engine.py communication_data_type: the training dtype unless the config names one.
+  p.comm = config.communication_data_type ? scalar_type(*config.communication_data_type) : p.model;
+  // engine.py: grad_accum_dtype defaults to fp32 for bf16 without ZeRO (BF16_Optimizer), to
+  // the model's dtype otherwise.
+  if (config.data_types.grad_accum_dtype) {
+    p.accum = scalar_type(*config.data_types.grad_accum_dtype);
+  } else {
+    p.accum = config.bf16_enabled() && config.zero_optimization.stage == 0 ? at::kFloat : p.model;
+  }
+  p.auto_cast = config.fp16_enabled() && config.fp16.auto_cast;
+  return p;
+}
+
+GradCheck EngineState::check_gradients() {
+  double local = 0;
+  for (GroupState& g : groups) {
+    const at::Tensor& grad = grads_of(g);
+    if (grad.numel() > 0) local += at::linalg_vector_norm(grad, 2, {}, false, at::kDouble).square().item<double>();
+  }
+  GradCheck check;
+  const bool sharded = stage >= 1;   // each rank holds its shard's gradients only
+  if (!sharded && !scaler) {
+    check.sum_squares = local;
+    return check;
+  }
+  // One collective for both: the shards' squares, and whether any rank saw inf or nan (an
+  // overflow on one rank's shard must skip the step on all of them).
+  auto both = at::empty({2}, at::kDouble);
+  both.data_ptr<double>()[0] = sharded ? local : 0.0;
+  both.data_ptr<double>()[1] = std::isfinite(local) ? 0.0 : 1.0;
+  comm.all_reduce(both, comm::ReduceOp::kSum).wait();
+  check.sum_squares = sharded ? both.data_ptr<double>()[0] : local;
+  // DeepSpeed checks for overflow only in fp16: bf16 and fp32 steps are never skipped.
+  check.overflow = scaler && both.data_ptr<double>()[1] > 0;
+  return check;
+}
+
+std::vector<std::string> EngineState::overflowed_parameters() {
+  size_t total = 0;
+  for (const GroupState& g : groups) total += g.params.size();
+  auto flags = at::zeros({static_cast<int64_t>(std::max<size_t>(total, 1))}, at::kFloat);
+  float* flag = flags.data_ptr<float>();
+  size_t base = 0;
+  for (GroupState& g : groups) {
+    const at::Tensor& grad = grads_of(g);
+    auto mark_if_bad = [&](size_t param, int64_t offset, int64_t numel) {
+      if (numel > 0 && !at::isfinite(grad.narrow(0, offset, numel)).all().item<bool>()) flag[base + param] = 1;
+    };
+    if (stage == 0) {
+      for (size_t i = 0; i < g.params.size(); ++i) mark_if_bad(i, g.layout.param(i).offset, g.layout.param(i).numel);
+    } else {
+      for (const auto& piece : g.layout.shard_pieces()) mark_if_bad(piece.param, piece.shard_offset, piece.in_param.numel);
+    }
+    base += g.params.size();
+  }
+  comm.all_reduce(flags, comm::ReduceOp::kMax).wait();
+  // Backward produces the last parameters first.
+  std::vector<std::string> names;
+  for (size_t gi = groups.size(); gi-- > 0;) {
+    base -= groups[gi].params.size();
+    for (size_t i = groups[gi].params.size(); i-- > 0;) {
+      if (flag[base + i] > 0) names.push_back(groups[gi].param_names[i]);
+    }
+  }
+  return names;
+}
+
+void EngineState::update_loss_scale(const GradCheck& check) {
+  if (!scaler) return;
+  const double attempted = scaler->scale();
+  precision::StepRecord record{global_steps, check.overflow, attempted, attempted, std::nullopt, {}};
+  if (check.overflow) record.overflowed_params = overflowed_parameters();
+  if (!check.overflow && global_grad_norm && *global_grad_norm >= 0) record.grad_norm = global_grad_norm;
+  std::optional<std::string> line;
+  try {
+    line = scaler->update(check.overflow);
+  } catch (const NumericsError& e) {
+    // DeepSpeed's "already at minimum" error, with the diagnosis it lacks.
+    record.next_scale = scaler->scale();
+    watch->record(std::move(record), /*enforce_limits=*/false);
+    throw NumericsError(watch->diagnosis("stopping: " + e.message()));
+  }
+  if (line && comm.rank() == 0) ZT_LOG_INFO(*line);
+  record.next_scale = scaler->scale();
+  watch->record(std::move(record));
+}
+
+}  // namespace zerotrain::engine::detail
+
+namespace zerotrain {
+
+std::string dtype_name(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return "fp32";
+    case at::kBFloat16: return "bf16";
+    case at::kHalf: return "fp16";
+    default: return c10::toString(dtype);
+  }
+}
+
+}  // namespace zerotrain
