@@ -35,12 +35,20 @@ struct ParityCase {
   double clip = 0.0;
   bool overlap = true;
   bool freeze = false;   // fc1.bias frozen
+  std::string dtype = "fp32";   // "bf16" or "fp16": the engine trains with that block enabled
 };
+
+// fp16 parity runs use a static scale, so that the reference applies the same one.
+inline constexpr double kParityLossScale = 1024;
+
+inline torch::ScalarType torch_dtype(const std::string& name) {
+  return name == "bf16" ? torch::kBFloat16 : name == "fp16" ? torch::kHalf : torch::kFloat;
+}
 
 // For test names and failure messages.
 inline void PrintTo(const ParityCase& c, std::ostream* os) {
   *os << "stage " << c.stage << ", world " << c.world_size << ", accumulation " << c.accumulation << ", clip " << c.clip
-      << (c.overlap ? "" : ", no overlap") << (c.freeze ? ", fc1.bias frozen" : "");
+      << (c.overlap ? "" : ", no overlap") << (c.freeze ? ", fc1.bias frozen" : "") << ", " << c.dtype;
 }
 
 inline ParityNet make_parity_net(bool freeze_fc1_bias) {
@@ -59,8 +67,41 @@ inline ParityData make_parity_data() {
   return {torch::randn({kSteps, kGlobalBatch, 8}), torch::randn({kSteps, kGlobalBatch, 4})};
 }
 
+// Mixed precision done by hand in plain LibTorch, as DeepSpeed defines it: the model in
+// bf16/fp16, fp32 master copies stepped by AdamW with the gradients unscaled, then copied back.
+inline std::vector<torch::Tensor> parity_reference_mixed(const ParityCase& c, const ParityData& data) {
+  const auto dtype = torch_dtype(c.dtype);
+  const double scale = c.dtype == "fp16" ? kParityLossScale : 1.0;
+  ParityNet net = make_parity_net(c.freeze);
+  net->to(dtype);
+  std::vector<torch::Tensor> trainable, master;
+  for (auto& p : net->parameters()) {
+    if (!p.requires_grad()) continue;
+    trainable.push_back(p);
+    master.push_back(p.detach().to(torch::kFloat).requires_grad_(true));
+  }
+  torch::optim::AdamW opt(master, torch::optim::AdamWOptions(0.01).weight_decay(0.0));
+  for (int s = 0; s < kSteps; ++s) {
+    for (auto& p : trainable) p.mutable_grad().reset();
+    auto out = net->forward(data.x[s].to(dtype)).to(torch::kFloat);
+    (torch::mse_loss(out, data.y[s]) * scale).backward();
+    for (size_t i = 0; i < master.size(); ++i) {   // `unused` gets no gradient: AdamW still decays it
+      const auto& g = trainable[i].grad();
+      master[i].mutable_grad() = g.defined() ? g.to(torch::kFloat) / scale : torch::zeros_like(master[i]);
+    }
+    if (c.clip > 0) torch::nn::utils::clip_grad_norm_(master, c.clip);
+    opt.step();
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < master.size(); ++i) trainable[i].copy_(master[i]);
+  }
+  std::vector<torch::Tensor> result;
+  for (auto& p : net->parameters()) result.push_back(p.detach().to(torch::kFloat));
+  return result;
+}
+
 // Plain LibTorch on the whole batch: the final parameters every engine run must reach.
 inline std::vector<torch::Tensor> parity_reference(const ParityCase& c, const ParityData& data) {
+  if (c.dtype != "fp32") return parity_reference_mixed(c, data);
   ParityNet net = make_parity_net(c.freeze);
   std::vector<torch::Tensor> trainable;
   for (auto& p : net->parameters()) {
@@ -85,6 +126,8 @@ inline Config parity_config(const ParityCase& c) {
                      "zero_optimization": {"stage": )" + std::to_string(c.stage) +
                      R"(, "reduce_bucket_size": 50, "overlap_comm": )" + (c.overlap ? "true" : "false") + "}";
   if (c.clip > 0) json += R"(, "gradient_clipping": )" + std::to_string(c.clip);
+  if (c.dtype == "bf16") json += R"(, "bf16": {"enabled": true})";
+  if (c.dtype == "fp16") json += R"(, "fp16": {"enabled": true, "loss_scale": )" + std::to_string(kParityLossScale) + "}";
   return Config::from_string(json + "}");
 }
 
@@ -97,7 +140,9 @@ inline torch::Tensor rank_rows(const torch::Tensor& batch, const ParityCase& c, 
 // The largest difference between two lists of parameters.
 inline double max_difference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
   double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    worst = std::max(worst, (a[i].to(torch::kFloat) - b[i].to(torch::kFloat)).abs().max().item<double>());
+  }
   return a.size() == b.size() ? worst : 1e30;
 }
 

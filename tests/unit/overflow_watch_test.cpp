@@ -1,0 +1,105 @@
+// The fp16 block as the scaler reads it (DeepSpeed's 2^32 quirk), and the overflow watch's
+// limits and diagnosis.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "zerotrain/config/config.h"
+#include "zerotrain/core/error.h"
+#include "zerotrain/precision/from_config.h"
+#include "zerotrain/precision/overflow_watch.h"
+
+namespace zp = zerotrain::precision;
+
+namespace {
+
+zp::LossScalerOptions scaler_of(const std::string& fp16_block) {
+  return zp::loss_scaler_options(zerotrain::Config::from_string(R"({"train_batch_size": 1, "fp16": )" + fp16_block + "}"));
+}
+
+TEST(LossScalerConfig, NoScalerKeysGiveTheConstructorDefaults) {
+  const auto o = scaler_of(R"({"enabled": true})");
+  EXPECT_TRUE(o.dynamic);
+  EXPECT_EQ(o.initial_scale, std::ldexp(1.0, 32));
+  EXPECT_EQ(o.hysteresis, 1);
+  EXPECT_EQ(o.scale_window, 1000);
+  EXPECT_EQ(o.min_scale, 1.0);
+}
+
+TEST(LossScalerConfig, AnyScalerKeyGivesTheConfigDefaults) {
+  for (const char* key : {R"("initial_scale_power": 16)", R"("loss_scale_window": 1000)", R"("min_loss_scale": 1)",
+                          R"("hysteresis": 2)", R"("consecutive_hysteresis": false)"}) {
+    const auto o = scaler_of(std::string(R"({"enabled": true, )") + key + "}");
+    EXPECT_EQ(o.initial_scale, 65536) << key;
+    EXPECT_EQ(o.hysteresis, 2) << key;
+  }
+  const auto o = scaler_of(R"({"enabled": true, "initial_scale_power": 8, "loss_scale_window": 2, "hysteresis": 3,
+                               "consecutive_hysteresis": true, "min_loss_scale": 0.25})");
+  EXPECT_EQ(o.initial_scale, 256);
+  EXPECT_EQ(o.scale_window, 2);
+  EXPECT_EQ(o.hysteresis, 3);
+  EXPECT_TRUE(o.consecutive_hysteresis);
+  EXPECT_EQ(o.min_scale, 0.25);
+}
+
+TEST(LossScalerConfig, APositiveLossScaleIsStatic) {
+  const auto o = scaler_of(R"({"enabled": true, "loss_scale": 512})");
+  EXPECT_FALSE(o.dynamic);
+  EXPECT_EQ(o.static_scale, 512);
+}
+
+TEST(OverflowWatchConfig, LimitsDefaultToFiftySkipsAndOneWindow) {
+  auto c = zerotrain::Config::from_string(R"({"train_batch_size": 1, "fp16": {"enabled": true, "loss_scale_window": 200}})");
+  auto o = zp::overflow_watch_options(c);
+  EXPECT_EQ(o.max_consecutive_skipped_steps, 50);
+  EXPECT_EQ(o.max_steps_at_min_scale, 200);
+  c = zerotrain::Config::from_string(R"({"train_batch_size": 1, "fp16": {"enabled": true,
+      "max_consecutive_skipped_steps": 0, "max_steps_at_min_scale": 0}})");
+  o = zp::overflow_watch_options(c);
+  EXPECT_EQ(o.max_consecutive_skipped_steps, 0);
+  EXPECT_EQ(o.max_steps_at_min_scale, 0);
+}
+
+zp::StepRecord overflow(int64_t step, double scale, std::vector<std::string> params) {
+  return {step, true, scale, scale / 2, std::nullopt, std::move(params)};
+}
+zp::StepRecord good(int64_t step, double scale, double norm) { return {step, false, scale, scale, norm, {}}; }
+
+TEST(OverflowWatch, GoodStepsResetTheConsecutiveCount) {
+  zp::OverflowWatch w({.max_consecutive_skipped_steps = 3, .max_steps_at_min_scale = 0});
+  w.record(overflow(0, 1024, {"a"}));
+  w.record(overflow(1, 512, {"a"}));
+  w.record(good(2, 256, 1.5));
+  w.record(overflow(3, 256, {"b"}));
+  w.record(overflow(4, 128, {"a", "b"}));
+  EXPECT_EQ(w.consecutive_skipped(), 2);
+  try {
+    w.record(overflow(5, 64, {"c"}));
+    FAIL() << "the third skip in a row must stop";
+  } catch (const zerotrain::NumericsError& e) {
+    const std::string text = e.what();
+    // First overflow first: a (step 0, 3 steps), b (step 3, 2), c (step 5, 1).
+    const auto a = text.find("a: step 0; 3"), b = text.find("b: step 3; 2"), c = text.find("c: step 5; 1");
+    EXPECT_TRUE(a != std::string::npos && b != std::string::npos && c != std::string::npos) << text;
+    EXPECT_LT(a, b);
+    EXPECT_LT(b, c);
+    EXPECT_NE(text.find("step 2: 256 -> 256; 1.5"), std::string::npos) << text;
+    EXPECT_NE(text.find("5 step(s) skipped in all, 3 in a row"), std::string::npos) << text;
+  }
+}
+
+TEST(OverflowWatch, ZeroTurnsALimitOff) {
+  zp::OverflowWatch w({.max_consecutive_skipped_steps = 0, .max_steps_at_min_scale = 0, .min_scale = 1});
+  for (int i = 0; i < 500; ++i) EXPECT_NO_THROW(w.record({i, true, 1, 1, std::nullopt, {"p"}}));
+}
+
+TEST(OverflowWatch, TheFloorAloneIsNotAProblem) {
+  // At the minimum after a fall, clean steps until the window doubles the scale again.
+  zp::OverflowWatch w({.max_consecutive_skipped_steps = 0, .max_steps_at_min_scale = 4, .min_scale = 1});
+  w.record({0, true, 2, 1, std::nullopt, {"p"}});   // fell to the floor: not an overflow *at* it
+  for (int i = 1; i < 10; ++i) EXPECT_NO_THROW(w.record(good(i, 1, 0.5)));
+  // An overflow at the floor after sitting there for the limit's steps.
+  EXPECT_THROW(w.record({10, true, 1, 1, std::nullopt, {"p"}}), zerotrain::NumericsError);
+}
+
+}  // namespace
