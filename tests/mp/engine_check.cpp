@@ -2,7 +2,13 @@
 // parity model with ZeRO stages 0, 1 and 2 (accumulation 2, one bucket per tensor) over the
 // launched backend, computes plain single-process training itself, and compares. Exits 0
 // when every stage matched on every rank.
+//
+//   engine_check [fp32|bf16|fp16]
+// In fp16 it also makes the last rank's gradient inf at one step and checks that every
+// rank skipped that step and kept its parameters bit for bit.
 #include <iostream>
+#include <limits>
+#include <string>
 
 #include "tests/support/parity_model.h"
 #include "zerotrain/core/error.h"
@@ -10,35 +16,90 @@
 
 using namespace zerotrain::test;
 
-int main() {
+namespace {
+
+void train_step(zerotrain::Engine& engine, ParityNet& net, const ParityData& data, const ParityCase& c, int rank,
+                int step) {
+  for (int k = 0; k < c.accumulation; ++k) {
+    auto x = rank_rows(data.x[step], c, rank, k).to(engine.model_dtype());
+    engine.backward(torch::mse_loss(net->forward(x).to(torch::kFloat), rank_rows(data.y[step], c, rank, k)));
+    engine.step();
+  }
+}
+
+std::vector<torch::Tensor> parameters_of(ParityNet& net) {
+  std::vector<torch::Tensor> out;
+  for (auto& p : net->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+// Stage 2, fp16: an inf on the last rank only at step 3. Returns the number of problems.
+int check_overflow_skips(zerotrain::comm::Communicator& comm, const ParityData& data) {
+  const ParityCase c{2, comm.world_size(), 2, 0.0, true, false, "fp16"};
+  ParityNet net = make_parity_net(false);
+  auto engine = zerotrain::initialize(net.ptr(), parity_config(c), {.comm = comm});
+  int step = 0;
+  if (comm.rank() == comm.world_size() - 1) {
+    net->fc1->weight.register_hook([&](const torch::Tensor& g) {
+      return step == 3 ? torch::full_like(g, std::numeric_limits<float>::infinity()) : g;
+    });
+  }
+  int problems = 0;
+  for (; step < 6; ++step) {
+    const auto before = parameters_of(net);
+    train_step(engine, net, data, c, comm.rank(), step);
+    const bool unchanged = max_difference(parameters_of(net), before) == 0;
+    if (unchanged != (step == 3)) {
+      ++problems;
+      std::cerr << "rank " << comm.rank() << ", step " << step << ": parameters "
+                << (unchanged ? "did not change" : "changed on the overflowing step") << std::endl;
+    }
+  }
+  if (engine.skipped_steps() != 1) {
+    ++problems;
+    std::cerr << "rank " << comm.rank() << ": " << engine.skipped_steps() << " skipped steps, want 1" << std::endl;
+  }
+  // Every rank must hold rank 0's parameters.
+  for (auto& p : net->parameters()) {
+    auto mine = p.detach().to(torch::kFloat).contiguous();
+    auto root = mine.clone();
+    comm.broadcast(root, 0).wait();
+    if (!torch::equal(mine, root)) {
+      ++problems;
+      std::cerr << "rank " << comm.rank() << ": parameters differ from rank 0's" << std::endl;
+      break;
+    }
+  }
+  return problems;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   try {
+    const std::string dtype = argc > 1 ? argv[1] : "fp32";
     auto comm = zerotrain::comm::Communicator::init();
     const ParityData data = make_parity_data();
     int failures = 0;
     for (int stage : {0, 1, 2}) {
-      const ParityCase c{stage, comm.world_size(), 2};
+      const ParityCase c{stage, comm.world_size(), 2, 0.0, true, false, dtype};
       ParityNet net = make_parity_net(false);
       auto engine = zerotrain::initialize(net.ptr(), parity_config(c), {.comm = comm});
-      for (int s = 0; s < kSteps; ++s) {
-        for (int k = 0; k < c.accumulation; ++k) {
-          engine.backward(torch::mse_loss(net->forward(rank_rows(data.x[s], c, comm.rank(), k)),
-                                          rank_rows(data.y[s], c, comm.rank(), k)));
-          engine.step();
-        }
-      }
-      std::vector<torch::Tensor> got;
-      for (auto& p : net->parameters()) got.push_back(p.detach().clone());
-      const double diff = max_difference(got, parity_reference(c, data));
-      if (!(diff <= kParityTolerance)) {
+      for (int s = 0; s < kSteps; ++s) train_step(engine, net, data, c, comm.rank(), s);
+      const double diff = max_difference(parameters_of(net), parity_reference(c, data));
+      if (!(diff <= parity_tolerance(c))) {
         ++failures;
-        std::cerr << "stage " << stage << ": parameters differ from single-process training by " << diff << std::endl;
+        std::cerr << "stage " << stage << " " << dtype << ": parameters differ from single-process training by "
+                  << diff << std::endl;
       }
     }
+    if (dtype == "fp16") failures += check_overflow_skips(comm, data);
     auto all = torch::full({1}, failures, torch::kLong);
     comm.all_reduce(all).wait();
     if (comm.rank() == 0) {
       std::cout << "engine_check: " << zerotrain::comm::to_string(comm.backend()) << " world " << comm.world_size()
-                << ": stages 0, 1, 2 " << (all.item<int64_t>() == 0 ? "match" : "DIFFER") << std::endl;
+                << " " << dtype << ": stages 0, 1, 2 " << (all.item<int64_t>() == 0 ? "match" : "DIFFER")
+                << (dtype == "fp16" ? ", an overflow on one rank is skipped by all" : "") << std::endl;
     }
     return all.item<int64_t>() == 0 ? 0 : 1;
   } catch (const zerotrain::Error& e) {
