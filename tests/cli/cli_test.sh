@@ -81,6 +81,19 @@ expect duplicate_keys_json 3 '"ok": false' "duplicate keys" -- "$zt" config chec
 expect missing_file 3 "no such file" -- "$zt" config check "$tmp/nope.json"
 expect bad_world_size 2 "--world_size must be at least 1" -- "$zt" config check "$tmp/unknown.json" --world_size 0
 
+# zerotrain train in half precision: the flags, and an fp16 run that cannot recover.
+expect train_fp16_and_bf16 2 "excludes" -- \
+  "$zt" train --deepspeed "$root/examples/ds_config_train_zero2.json" --fp16 --bf16
+expect train_bf16 0 "gpt (n_layer 2" "bf16, ZeRO stage 2" "step 2  loss" -- "$zt" train --model gpt \
+  --deepspeed "$root/examples/ds_config_train_zero2.json" --bf16 --max_steps 2 --logging_steps 1
+cat >"$tmp/fp16_hopeless.json" <<'JSON'
+{"train_micro_batch_size_per_gpu": "auto", "optimizer": {"type": "AdamW", "params": {"lr": "auto"}},
+ "fp16": {"enabled": "auto", "initial_scale_power": 40, "hysteresis": 1, "max_consecutive_skipped_steps": 4}}
+JSON
+expect train_fp16_overflow_stops 9 "OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1099511627776, reducing to" \
+  "[fp16] stopping: 4 steps in a row were skipped" "Parameters whose gradients overflowed first" "head.weight: step 0; 4" \
+  "no step has succeeded yet" "train in bf16 instead" -- "$zt" train --model gpt --deepspeed "$tmp/fp16_hopeless.json" --fp16 --max_steps 10
+
 # zerotrain launch: argument errors, the hostfile and the ssh pre-flight.
 expect launch_no_program 2 "no program to launch" -- "$zt" launch --nproc_per_node 2
 expect launch_nnodes_needs_rank 2 "needs --node_rank" -- "$zt" launch --nnodes 2 --master_addr 10.0.0.1 -- true

@@ -77,6 +77,23 @@ TEST(ResolveAuto, DefaultsAreNotMismatches) {
   EXPECT_NO_THROW(resolve_auto(c, TrainerArgs{.per_device_train_batch_size = 8, .learning_rate = 5e-5}));
 }
 
+TEST(ResolveAuto, APrecisionFlagTurnsOnAModeTheConfigDoesNotMention) {
+  // HF drops --bf16 when the config has no bf16 block, and DeepSpeed trains in fp32; we don't.
+  Config c = load(R"({"train_micro_batch_size_per_gpu": 8})");
+  resolve_auto(c, TrainerArgs{.bf16 = true});
+  EXPECT_TRUE(c.bf16_enabled());
+  EXPECT_EQ(c.source_of("bf16.enabled"), Source::kAuto);
+  EXPECT_FALSE(c.fp16_enabled());
+  // A block that says false is the user's choice: the flag is a mismatch, as in HF.
+  Config off = load(R"({"train_micro_batch_size_per_gpu": 8, "fp16": {"enabled": false}})");
+  try {
+    resolve_auto(off, TrainerArgs{.fp16 = true});
+    FAIL() << "no exception";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "- ds fp16.enabled=false vs hf fp16=true")) << e.what();
+  }
+}
+
 TEST(Finalize, UnresolvedAutoNamesTheKeyAndItsTrainerArgument) {
   Config c = load(R"({"train_micro_batch_size_per_gpu": "auto", "optimizer": {"type": "Adam", "params": {"lr": "auto"}}})");
   try {

@@ -39,6 +39,7 @@ void OverflowWatch::record(StepRecord step, bool enforce_limits) {
     }
   } else {
     consecutive_skipped_ = 0;
+    ++good_steps_;
   }
   if (step.next_scale <= options_.min_scale) {
     ++steps_at_min_scale_;
@@ -92,8 +93,12 @@ std::string OverflowWatch::diagnosis(const std::string& headline) const {
       }
     }
   }
-  out << "What to do:\n"
-      << "  - train in bf16 instead (\"bf16\": {\"enabled\": true}, no \"fp16\" block): it has fp32's range and needs "
+  out << "What to do:\n";
+  if (good_steps_ == 0 && !recent_.empty() && recent_.back().next_scale > options_.min_scale) {
+    out << "  - no step has succeeded yet and the scale is still coming down from 2^" << options_.initial_scale_power
+        << ": start lower (fp16.initial_scale_power) or allow more skips (fp16.max_consecutive_skipped_steps);\n";
+  }
+  out << "  - train in bf16 instead (\"bf16\": {\"enabled\": true}, no \"fp16\" block): it has fp32's range and needs "
          "no loss scale;\n"
       << "  - if the norms above grew before the overflows, lower the learning rate or set gradient_clipping;\n"
       << "  - if one spike pulled the scale down, raise fp16.initial_scale_power (now " << options_.initial_scale_power

@@ -61,6 +61,7 @@ class OverflowWatch {
   int64_t steps_at_min_scale_ = 0;
   int64_t overflows_at_min_scale_ = 0;   // overflows attempted at the floor, in that run
   int64_t total_skipped_ = 0;
+  int64_t good_steps_ = 0;
 };
 
 }  // namespace zerotrain::precision
