@@ -48,9 +48,9 @@ struct Feature {
 const std::vector<Feature> kFeatures = {
     {"ds_config parsing and validation", "yes"},
     {"collectives (zerotrain::comm)", "yes"},
-    {"ZeRO stages 0, 1, 2 (fp32)", "yes"},
+    {"ZeRO stages 0, 1, 2 (fp32, bf16, fp16)", "yes"},
     {"ZeRO stage 3", "not yet"},
-    {"fp16 / bf16 mixed precision", "not yet"},
+    {"fp16 / bf16 mixed precision (DeepSpeed's loss scaler)", "yes"},
     {"CPU / NVMe offload", "not yet"},
     {"sharded checkpoints", "not yet"},
     {"launcher (zerotrain launch)", "yes"},
