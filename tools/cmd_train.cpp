@@ -59,6 +59,9 @@ int run_train(TrainOptions o) {
   o.args.num_training_steps = o.max_steps;
   config::resolve_auto(config, o.args);
 
+  // The runtime's own memory (LibTorch, the communicator) before the model: what
+  // `zerotrain estimate` calls runtime_bytes.
+  const int64_t baseline_rss = peak_rss_bytes();
   torch::manual_seed(static_cast<uint64_t>(o.seed));
   auto model = models::make_model(o.model, o.model_config);
   auto engine = initialize(model->module(), config, {.comm = comm});
@@ -104,6 +107,7 @@ int run_train(TrainOptions o) {
     const int64_t samples = engine.global_samples();
     const auto state_bytes = per_rank(comm, engine.model_state_bytes().total());
     const auto rss = per_rank(comm, peak_rss_bytes());
+    const auto baselines = per_rank(comm, baseline_rss);
     if (rank == 0) {
       nlohmann::ordered_json line{{"step", engine.global_steps()},
                                   {"loss", final_loss},
@@ -114,7 +118,8 @@ int run_train(TrainOptions o) {
                                   {"samples_per_s", static_cast<double>(samples - last_log_samples) / window_s},
                                   {"elapsed_s", std::chrono::duration<double>(now - start).count()},
                                   {"model_state_bytes", state_bytes},
-                                  {"peak_rss_bytes", rss}};
+                                  {"peak_rss_bytes", rss},
+                                  {"baseline_rss_bytes", baselines}};
       std::cout << "step " << engine.global_steps() << "  loss " << final_loss << "  lr " << engine.get_lr().front()
                 << "  " << line["samples_per_s"].get<double>() << " samples/s";
       if (engine.model_dtype() == torch::kHalf) {

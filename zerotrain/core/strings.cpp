@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <string>
+
+#include "zerotrain/core/error.h"
 
 namespace zerotrain::strings {
 
@@ -63,6 +67,47 @@ std::string join_words(const std::vector<std::string>& words, std::string_view l
     out += words[i];
   }
   return out;
+}
+
+double parse_count(std::string_view text, std::string_view what) {
+  std::string digits;
+  for (char ch : text) {
+    if (ch != ',' && ch != '_') digits += ch;
+  }
+  size_t used = 0;
+  double value = -1;
+  try {
+    value = std::stod(digits, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (digits.empty() || used != digits.size() || !(value >= 0) || !std::isfinite(value)) {
+    throw UsageError(detail::str(what, ": '", text, "' is not a count; write it as 2783959040, 2,783,959,040 or 2.78e9"));
+  }
+  return value;
+}
+
+int64_t parse_bytes(std::string_view text, std::string_view what) {
+  static const std::pair<const char*, double> kUnits[] = {
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+      {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1.0}};
+  std::string_view number = text;
+  double unit = 1;
+  for (const auto& [suffix, scale] : kUnits) {
+    const std::string_view s(suffix);
+    if (number.size() > s.size() && number.substr(number.size() - s.size()) == s) {
+      number.remove_suffix(s.size());
+      unit = scale;
+      break;
+    }
+  }
+  while (!number.empty() && number.back() == ' ') number.remove_suffix(1);
+  try {
+    return static_cast<int64_t>(parse_count(number, what) * unit);
+  } catch (const UsageError&) {
+    throw UsageError(detail::str(what, ": '", text, "' is not a size; write bytes (17179869184) or a number with "
+                                 "KB, MB, GB, TB, KiB, MiB, GiB or TiB (16GiB)"));
+  }
 }
 
 }  // namespace zerotrain::strings

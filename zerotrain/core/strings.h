@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,5 +22,13 @@ std::optional<std::string> closest_match(std::string_view word,
 
 // "a, b and c"
 std::string join_words(const std::vector<std::string>& words, std::string_view last_sep = " or ");
+
+// A count as people write it: "2783959040", "2,783,959,040", "2_783_959_040", "13e9".
+// Throws UsageError naming `what` when the text is not a non-negative number.
+double parse_count(std::string_view text, std::string_view what);
+
+// A size in bytes: a count, optionally followed by KB, MB, GB, TB (powers of 1000) or KiB,
+// MiB, GiB, TiB (powers of 1024): "17179869184", "16GiB", "8 GB", "1.5TiB".
+int64_t parse_bytes(std::string_view text, std::string_view what);
 
 }  // namespace zerotrain::strings

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "zerotrain/core/error.h"
@@ -86,6 +87,8 @@ class Mlp final : public Model {
                        " -> ", fields_.at("n_out"), ")");
   }
   std::pair<int64_t, int64_t> data_dims() const override { return {fields_.at("n_in"), fields_.at("n_out")}; }
+  std::string kind() const override { return "mlp"; }
+  const Fields& fields() const override { return fields_; }
 
  private:
   Fields fields_;
@@ -161,6 +164,8 @@ class Gpt final : public Model {
                        fields_.at("block_size"), ")");
   }
   std::pair<int64_t, int64_t> data_dims() const override { return {fields_.at("vocab_size"), fields_.at("block_size")}; }
+  std::string kind() const override { return "gpt"; }
+  const Fields& fields() const override { return fields_; }
 
  private:
   Fields fields_;
@@ -178,6 +183,33 @@ const std::map<std::string, Fields> kGptPresets = {
 };
 
 }  // namespace
+
+estimate::ModelShape shape_of(torch::nn::Module& module, std::string name) {
+  estimate::ModelShape shape;
+  shape.name = std::move(name);
+  std::set<const void*> seen;
+  for (const auto& p : module.parameters()) {
+    if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
+    shape.param_numels.push_back(p.numel());
+  }
+  for (const auto& m : module.modules(/*include_self=*/true)) {
+    int64_t own = 0;
+    for (const auto& p : m->parameters(/*recurse=*/false)) own += p.numel();
+    shape.largest_layer_params = std::max(shape.largest_layer_params, own);
+  }
+  return shape;
+}
+
+estimate::ModelShape shape_of(Model& model) {
+  estimate::ModelShape shape = shape_of(*model.module(), model.describe());
+  const auto& f = model.fields();
+  if (model.kind() == "gpt") {
+    shape.gpt = estimate::GptDims{f.at("n_layer"), f.at("n_head"), f.at("n_embd"), f.at("vocab_size"), f.at("block_size")};
+  } else {
+    shape.mlp = estimate::MlpDims{f.at("n_in"), f.at("n_hidden"), f.at("n_layer"), f.at("n_out")};
+  }
+  return shape;
+}
 
 std::unique_ptr<Model> make_model(const std::string& name, const std::string& config) {
   if (name == "mlp") return std::make_unique<Mlp>(parse_config(name, config, kMlpPresets));

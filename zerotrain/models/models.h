@@ -4,9 +4,13 @@
 
 #include <torch/nn/module.h>
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
+
+#include "zerotrain/estimate/detailed.h"
 
 namespace zerotrain::models {
 
@@ -20,10 +24,20 @@ class Model {
   virtual std::string describe() const = 0;
   // The synthetic dataset's shape for this model: (n_in, n_out) or (vocab_size, block_size).
   virtual std::pair<int64_t, int64_t> data_dims() const = 0;
+  // "mlp" or "gpt", and the fields of --model_config after the preset and overrides.
+  virtual std::string kind() const = 0;
+  virtual const std::map<std::string, int64_t>& fields() const = 0;
 };
 
 // name: "mlp" or "gpt"; config: "preset=NAME,key=value,..." (empty: the tiny preset).
 // Throws UsageError naming an unknown model, preset or key, or a bad value.
 std::unique_ptr<Model> make_model(const std::string& name, const std::string& config);
+
+// What `zerotrain estimate` needs of a module: its trainable parameters in model order,
+// each tensor counted once however often it is registered (DeepSpeed's model_to_params),
+// and the largest single module's own parameters (DeepSpeed's largest_layer_params).
+estimate::ModelShape shape_of(torch::nn::Module& module, std::string name);
+// The same for a built-in model, with its dimensions for the activation estimate.
+estimate::ModelShape shape_of(Model& model);
 
 }  // namespace zerotrain::models

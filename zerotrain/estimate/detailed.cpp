@@ -1,0 +1,255 @@
+#include "zerotrain/estimate/detailed.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "zerotrain/core/error.h"
+#include "zerotrain/partition/layout.h"
+
+namespace zerotrain::estimate {
+namespace {
+
+constexpr int64_t kFp32 = 4;
+constexpr int64_t kAdamBytes = 8;   // exp_avg and exp_avg_sq, fp32
+
+int64_t bytes_of(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
+
+// The engine's defaults (engine/mixed_precision.cpp): gradients accumulate in the training
+// dtype, except bf16 at stage 0 (fp32); they travel in the training dtype.
+int64_t accum_bytes(const Setup& s) {
+  if (s.precision == Precision::kBf16 && s.stage == 0) return kFp32;
+  return bytes_of(s.precision);
+}
+
+// The staging bytes alive at once while buckets are reduced (engine/grad_sync.cpp): each
+// bucket's buffer lives from when it starts filling until its reduction is finished; with
+// overlap_comm two reductions stay in flight while the next bucket fills.
+int64_t staging_peak(const partition::GroupLayout& layout, int64_t element_bytes, bool overlap) {
+  const size_t window = overlap ? 3 : 1;
+  const auto& buckets = layout.buckets();
+  int64_t peak = 0;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    int64_t alive = 0;
+    for (size_t k = b + 1 >= window ? b + 1 - window : 0; k <= b; ++k) alive += buckets[k].flat.numel * element_bytes;
+    peak = std::max(peak, alive);
+  }
+  return peak;
+}
+
+Breakdown rank_states(const ModelShape& model, const Setup& s, int rank) {
+  const int64_t bucket = std::max<int64_t>(1, s.reduce_bucket_size);
+  const partition::GroupLayout layout(model.param_numels, bucket, s.world_size, rank);
+  const int64_t numel = layout.numel(), shard = layout.shard_numel();
+  const int64_t p = bytes_of(s.precision), a = accum_bytes(s), c = bytes_of(s.precision);
+  const bool half = s.precision != Precision::kFp32;
+  Breakdown b;
+  switch (s.stage) {
+    case 0:
+      b.params = numel * p;
+      b.grads = numel * a;
+      b.master = half ? numel * kFp32 : 0;
+      b.optimizer = numel * kAdamBytes;
+      break;
+    case 1:
+      b.params = numel * p;
+      b.grads = numel * a + shard * a;
+      b.master = shard * kFp32;
+      b.optimizer = shard * kAdamBytes;
+      break;
+    default:   // 2, and 3 with its parameters sharded too
+      b.params = s.stage == 3 ? shard * p + model.largest_layer_params * p : numel * p;
+      b.grads = shard * a;
+      b.master = shard * kFp32;
+      b.optimizer = shard * kAdamBytes;
+      break;
+  }
+  // Buckets: stage 2 (and 3) stage every bucket in the communication dtype; stages 0 and 1
+  // copy a bucket only when it is accumulated in another dtype than it travels in.
+  int64_t staging = 0;
+  if (s.stage >= 2) {
+    staging = staging_peak(layout, c, s.overlap_comm);
+  } else if (a != c) {
+    staging = staging_peak(layout, c, s.overlap_comm);
+  }
+  // The step converts 16-bit gradients to fp32 once (engine.cpp unscaled_fp32_gradients).
+  const int64_t step_copy = a != kFp32 ? (s.stage == 0 ? numel : shard) * kFp32 : 0;
+  b.buffers = std::max(staging, step_copy);
+  if (s.offload_optimizer) {   // master, moments and an fp32 gradient shard on the host, as DeepSpeed keeps them
+    b.grads += shard * kFp32;
+    b.host += b.master + b.optimizer + shard * kFp32;
+  }
+  if (s.offload_param && s.stage == 3) b.host += shard * p;
+  b.implemented = s.stage <= 2 && !s.offload_optimizer && !s.offload_param;
+  return b;
+}
+
+int64_t tokens(const ModelShape& model, const Setup& s) {
+  const int64_t t = s.seq_len > 0 ? s.seq_len : model.gpt->block_size;
+  return s.micro_batch * t;
+}
+
+}  // namespace
+
+const char* to_string(Precision precision) {
+  switch (precision) {
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp16: return "fp16";
+    case Precision::kFp32: break;
+  }
+  return "fp32";
+}
+
+int64_t ModelShape::total_params() const { return std::accumulate(param_numels.begin(), param_numels.end(), int64_t{0}); }
+
+int64_t activation_bytes(const ModelShape& model, const Setup& s) {
+  const int64_t e = bytes_of(s.precision);
+  if (model.gpt) {
+    // What autograd keeps per token of each block (models.cpp's Block): the inputs of ln1,
+    // qkv, proj, ln2, fc, the gelu and out (1 + 1 + 1 + 1 + 1 + 4 + 4 widths), the qkv output
+    // that q, k and v view (3), the softmax output (n_head x seq), and the two layer norms'
+    // fp32 mean and rstd.
+    const GptDims& g = *model.gpt;
+    const int64_t n = tokens(model, s), t = s.seq_len > 0 ? s.seq_len : g.block_size;
+    const int64_t block = n * (16 * g.n_embd * e + g.n_head * t * e + 4 * kFp32);
+    // ln_f's and head's inputs, and the fp32 log-softmax cross-entropy keeps.
+    const int64_t top = n * (2 * g.n_embd * e + kFp32 * 2 + g.vocab_size * kFp32);
+    const int64_t kept = s.activation_checkpointing ? g.n_layer * n * g.n_embd * e + block : g.n_layer * block;
+    return kept + top;
+  }
+  if (model.mlp) {
+    const MlpDims& m = *model.mlp;
+    return s.micro_batch * ((m.n_in + m.n_layer * m.n_hidden) * e + 2 * m.n_out * kFp32);
+  }
+  return 0;
+}
+
+Breakdown estimate(const ModelShape& model, const Setup& s) {
+  ZT_CHECK(s.world_size >= 1, UsageError, "the world size must be at least 1");
+  ZT_CHECK(s.stage >= 0 && s.stage <= 3, UsageError, "ZeRO stage ", s.stage, " does not exist (0..3)");
+  ZT_CHECK(!s.offload_param || s.stage == 3, UsageError, "parameter offload needs ZeRO stage 3");
+  ZT_CHECK(!s.offload_optimizer || s.stage >= 1, UsageError, "optimizer offload needs ZeRO stage 1, 2 or 3");
+  // The rank holding the most (chunks of uneven buckets differ by an element or so).
+  Breakdown worst;
+  for (int r = 0; r < s.world_size; ++r) {
+    Breakdown b = rank_states(model, s, r);
+    if (b.model_states() > worst.model_states()) worst = b;
+    if (s.world_size > 64) break;   // the ranks differ by a few elements: rank 0 stands for all
+  }
+  worst.activations = activation_bytes(model, s);
+  // During backward: the loss's fp32 gradient and its log-softmax gradient (GPT), the
+  // largest parameter gradient before the engine moves it into its buffers, and the
+  // gradients of activations that backward holds while it frees the activations themselves,
+  // with the freed blocks the allocator keeps: 0.6 x the activations, fitted on the runs of
+  // docs/estimator.md (the only fitted number here).
+  const int64_t largest = model.param_numels.empty()
+                              ? 0
+                              : *std::max_element(model.param_numels.begin(), model.param_numels.end());
+  worst.backward_transient = largest * bytes_of(s.precision) + worst.activations * 6 / 10;
+  if (model.gpt) worst.backward_transient += tokens(model, s) * model.gpt->vocab_size * 2 * kFp32;
+  worst.runtime = s.runtime_bytes;
+  return worst;
+}
+
+namespace {
+
+std::string mib(int64_t bytes) { return fmt::format("{:.1f}", static_cast<double>(bytes) / (1 << 20)); }
+
+std::string options_of(const Setup& s) {
+  std::string o = fmt::format("stage {}", s.stage);
+  if (s.offload_optimizer) o += ", offload_optimizer=cpu";
+  if (s.offload_param) o += ", offload_param=cpu";
+  return o;
+}
+
+std::vector<Setup> fastest_first(const Setup& base) {
+  std::vector<Setup> order;
+  for (int stage : {0, 1, 2, 3}) {
+    Setup s = base;
+    s.stage = stage;
+    order.push_back(s);
+  }
+  for (int stage : {1, 2, 3}) {
+    Setup s = base;
+    s.stage = stage;
+    s.offload_optimizer = true;
+    order.push_back(s);
+  }
+  Setup all = base;
+  all.stage = 3;
+  all.offload_optimizer = all.offload_param = true;
+  order.push_back(all);
+  return order;
+}
+
+}  // namespace
+
+std::string detailed_report(const ModelShape& model, const Setup& base) {
+  std::string out = fmt::format(
+      "zerotrain's estimate for {} ({} parameters, largest layer {}), {} rank(s), micro-batch {}, sequence {}, "
+      "reduce_bucket_size {}, overlap_comm {}. MiB per rank; \"host\" is the part offload moves to host memory.\n",
+      model.name, model.total_params(), model.largest_layer_params, base.world_size, base.micro_batch,
+      model.gpt ? (base.seq_len > 0 ? base.seq_len : model.gpt->block_size) : 0, base.reduce_bucket_size,
+      base.overlap_comm ? "true" : "false");
+  for (Precision precision : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+    Setup with = base;
+    with.precision = precision;
+    Setup checkpointed = with;
+    checkpointed.activation_checkpointing = true;
+    out += fmt::format("\n{}: activations {} MiB ({} MiB with activation checkpointing), runtime {} MiB\n",
+                       to_string(precision), mib(activation_bytes(model, with)),
+                       mib(activation_bytes(model, checkpointed)), mib(base.runtime_bytes));
+    out += "| setup | params | grads | master | optimizer | buffers | model states | host | peak | peak (ckpt) |\n"
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (Setup s : fastest_first(with)) {
+      const Breakdown b = estimate(model, s);
+      s.activation_checkpointing = true;
+      const Breakdown ck = estimate(model, s);
+      out += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", options_of(s),
+                         b.implemented ? "" : " (not yet)", mib(b.params), mib(b.grads), mib(b.master),
+                         mib(b.optimizer), mib(b.buffers), mib(b.model_states()), mib(b.host), mib(b.peak()),
+                         mib(ck.peak()));
+    }
+  }
+  return out;
+}
+
+Advice advise(const ModelShape& model, const Setup& base, int64_t memory_per_rank, std::optional<int64_t> host_memory,
+              int ranks_per_node) {
+  ZT_CHECK(memory_per_rank > 0, UsageError, "--memory_per_rank must be positive");
+  Advice advice;
+  std::string why;
+  for (const Setup& s : fastest_first(base)) {
+    const Breakdown b = estimate(model, s);
+    const int64_t on_rank = b.peak() - b.host;
+    const int64_t on_host = b.host * ranks_per_node;
+    const bool rank_ok = on_rank <= memory_per_rank;
+    const bool host_ok = b.host == 0 || !host_memory || on_host <= *host_memory;
+    why += fmt::format("  {}: {} MiB per rank{}{}\n", options_of(s), mib(on_rank),
+                       b.host > 0 ? fmt::format(" + {} MiB of host memory for {} rank(s)", mib(on_host), ranks_per_node)
+                                  : std::string(),
+                       rank_ok && host_ok ? " - fits" : rank_ok ? " - the host memory does not fit" : " - does not fit");
+    if (rank_ok && host_ok) {
+      advice = {s, b, true, why, ""};
+      break;
+    }
+  }
+  if (!advice.fits) {
+    advice.why = why;
+    return advice;
+  }
+  const Setup& s = advice.setup;
+  std::string zero = fmt::format("\"stage\": {}", s.stage);
+  if (s.stage >= 1) zero += fmt::format(", \"reduce_bucket_size\": {}, \"overlap_comm\": {}", s.reduce_bucket_size,
+                                        s.overlap_comm ? "true" : "false");
+  if (s.offload_optimizer) zero += ", \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true}";
+  if (s.offload_param) zero += ", \"offload_param\": {\"device\": \"cpu\", \"pin_memory\": true}";
+  std::string json = fmt::format("{{\n  \"zero_optimization\": {{{}}}", zero);
+  if (s.precision == Precision::kBf16) json += ",\n  \"bf16\": {\"enabled\": true}";
+  if (s.precision == Precision::kFp16) json += ",\n  \"fp16\": {\"enabled\": true, \"initial_scale_power\": 16}";
+  advice.config_json = json + "\n}";
+  return advice;
+}
+
+}  // namespace zerotrain::estimate

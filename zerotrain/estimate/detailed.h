@@ -1,0 +1,91 @@
+// zerotrain's own memory estimate: what one rank of *this* engine holds, piece by piece
+// (docs/estimator.md). Model states follow the engine's buffers exactly (the same layout,
+// bucket by bucket), so they match Engine::model_state_bytes(); activations follow what
+// autograd saves for the built-in GPT and MLP; the process adds the runtime's own memory.
+// The stage advisor walks DeepSpeed's procedure on these numbers. No LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zerotrain::estimate {
+
+enum class Precision { kFp32, kBf16, kFp16 };
+const char* to_string(Precision precision);
+
+// The architecture, for activations. Only the built-in models are described.
+struct GptDims {
+  int64_t n_layer = 0, n_head = 0, n_embd = 0, vocab_size = 0, block_size = 0;
+};
+struct MlpDims {
+  int64_t n_in = 0, n_hidden = 0, n_layer = 0, n_out = 0;
+};
+
+struct ModelShape {
+  std::string name;                    // for the report
+  std::vector<int64_t> param_numels;   // trainable parameters in model order (the engine's layout)
+  int64_t largest_layer_params = 0;    // the largest single module's own parameters
+  std::optional<GptDims> gpt;
+  std::optional<MlpDims> mlp;
+  int64_t total_params() const;
+};
+
+struct Setup {
+  int world_size = 1;
+  int stage = 0;                        // 0..3
+  Precision precision = Precision::kFp32;
+  bool offload_optimizer = false;       // to host memory
+  bool offload_param = false;           // stage 3 only
+  int64_t reduce_bucket_size = 500000000;   // elements
+  bool overlap_comm = false;
+  int64_t micro_batch = 1;
+  int64_t seq_len = 0;                  // 0: the model's block size
+  bool activation_checkpointing = false;
+  // The process's own memory before any model exists: LibTorch, its thread pools, the
+  // communicator. Measured by `zerotrain train` as baseline_rss_bytes (docs/estimator.md).
+  int64_t runtime_bytes = 0;
+};
+
+// Bytes of one rank.
+struct Breakdown {
+  int64_t params = 0;        // the flat parameter buffers (stage 3: this rank's shard)
+  int64_t grads = 0;         // gradient buffers
+  int64_t master = 0;        // fp32 master weights
+  int64_t optimizer = 0;     // Adam's moments
+  int64_t buffers = 0;       // gradient buckets in flight, and the fp32 gradient copy of a half-precision step
+  int64_t host = 0;          // of the above, what offload moves to host memory
+  int64_t activations = 0;   // saved for backward, one micro-batch
+  int64_t backward_transient = 0;   // the largest gradients alive at once during backward
+  int64_t runtime = 0;
+  bool implemented = true;   // false: the engine cannot run this setup yet (stage 3, offload)
+  int64_t model_states() const { return params + grads + master + optimizer + buffers; }
+  // The high-water mark of the process's resident memory.
+  int64_t peak() const { return runtime + model_states() + activations + backward_transient; }
+};
+
+Breakdown estimate(const ModelShape& model, const Setup& setup);
+
+// Activation bytes saved for backward, for one micro-batch (0 for a model with no dims).
+int64_t activation_bytes(const ModelShape& model, const Setup& setup);
+
+// `zerotrain estimate --detailed`: every stage and offload option, for fp32, bf16 and fp16.
+std::string detailed_report(const ModelShape& model, const Setup& base);
+
+struct Advice {
+  Setup setup;
+  Breakdown breakdown;
+  bool fits = false;
+  std::string why;            // the procedure, step by step
+  std::string config_json;    // the fragment to paste
+};
+
+// DeepSpeed's procedure (HF's guide): try the fastest setup first (stage 0, then 1, 2, 3,
+// then optimizer offload, then parameter offload) and take the first that fits
+// `memory_per_rank` (and `host_memory` for what offload moves there, shared by the ranks
+// of a node).
+Advice advise(const ModelShape& model, const Setup& base, int64_t memory_per_rank, std::optional<int64_t> host_memory,
+              int ranks_per_node);
+
+}  // namespace zerotrain::estimate
