@@ -54,7 +54,7 @@ const std::vector<Feature> kFeatures = {
     {"CPU / NVMe offload", "not yet"},
     {"sharded checkpoints", "not yet"},
     {"launcher (zerotrain launch)", "yes"},
-    {"memory estimator", "not yet"},
+    {"memory estimator (zerotrain estimate, advise)", "yes"},
     {"zerotrain train (built-in mlp, gpt; synthetic data)", "yes"},
     {"trainer on real datasets", "not yet"},
 };

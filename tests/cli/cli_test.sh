@@ -94,6 +94,28 @@ expect train_fp16_overflow_stops 9 "OVERFLOW! Rank 0 Skipping step. Attempted lo
   "[fp16] stopping: 4 steps in a row were skipped" "Parameters whose gradients overflowed first" "head.weight: step 0; 4" \
   "no step has succeeded yet" "train in bf16 instead" -- "$zt" train --model gpt --deepspeed "$tmp/fp16_hopeless.json" --fp16 --max_steps 10
 
+# zerotrain estimate and advise.
+expect estimate_guide 0 "SW: Model with 2783M total params, 65M largest layer params." \
+  "   70.00GB |   0.25GB | offload_param=cpu , offload_optimizer=cpu , zero_init=1" \
+  "   15.56GB |  46.91GB | offload_param=none, offload_optimizer=none, zero_init=0" -- \
+  "$zt" estimate zero3 --params 2783959040 --largest_layer_params 65798144
+expect estimate_zero2 0 "HW: Setup with 2 nodes, 4 GPUs per node." "offload_optimizer=none" -- \
+  "$zt" estimate zero2 --params 7e9 --num_gpus_per_node 4 --num_nodes 2
+expect estimate_model 0 "SW: Model with 0M total params, 0M largest layer params." -- \
+  "$zt" estimate zero3 --model gpt --model_config preset=tiny
+expect estimate_zero3_needs_l 2 "zero3 needs --largest_layer_params" -- "$zt" estimate zero3 --params 1e9
+expect estimate_bad_count 2 "--params: '3B' is not a count" -- "$zt" estimate zero2 --params 3B
+expect estimate_no_stage 2 "zerotrain estimate zero2|zero3" -- "$zt" estimate --params 1e9
+expect estimate_detailed 0 "| stage 2 |" "bf16: activations" "with activation checkpointing" "(not yet)" -- \
+  "$zt" estimate --detailed --model gpt --model_config preset=small --world_size 2 --micro_batch 8
+expect estimate_detailed_needs_model 2 "needs a built-in model" -- "$zt" estimate --detailed --params 1e9
+expect advise_stage 0 "Use ZeRO stage" "\"zero_optimization\": {\"stage\":" "stage 0: " -- \
+  "$zt" advise --model gpt --model_config preset=small --world_size 2 --micro_batch 8 --memory_per_rank 300MiB
+expect advise_nothing_fits 1 "Nothing fits in 10MiB per rank" -- \
+  "$zt" advise --model gpt --memory_per_rank 10MiB
+expect advise_bad_size 2 "--memory_per_rank: '16 gigs' is not a size" -- \
+  "$zt" advise --model gpt --memory_per_rank "16 gigs"
+
 # zerotrain launch: argument errors, the hostfile and the ssh pre-flight.
 expect launch_no_program 2 "no program to launch" -- "$zt" launch --nproc_per_node 2
 expect launch_nnodes_needs_rank 2 "needs --node_rank" -- "$zt" launch --nnodes 2 --master_addr 10.0.0.1 -- true
