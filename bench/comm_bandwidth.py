@@ -16,6 +16,8 @@ import re
 import subprocess
 import sys
 
+from docs_tables import replace_between_markers
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPS = ["all_reduce", "reduce_scatter", "all_gather"]
 BACKENDS = ["gloo", "mpi"]
@@ -107,12 +109,7 @@ def main():
     table = "\n".join(lines)
     print(table)
     if args.write:
-        path = os.path.join(ROOT, "docs", "benchmarks.md")
-        text = open(path).read()
-        begin, end = "<!-- comm_bandwidth:begin -->", "<!-- comm_bandwidth:end -->"
-        new = text[: text.index(begin) + len(begin)] + "\n" + table + "\n" + text[text.index(end):]
-        open(path, "w").write(new)
-        print(f"wrote {path}", file=sys.stderr)
+        replace_between_markers(os.path.join(ROOT, "docs", "benchmarks.md"), "comm_bandwidth", table)
 
 
 if __name__ == "__main__":

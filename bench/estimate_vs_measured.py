@@ -17,8 +17,9 @@ import subprocess
 import sys
 import tempfile
 
+from docs_tables import replace_between_markers
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BEGIN, END = "<!-- estimate_vs_measured:begin -->", "<!-- estimate_vs_measured:end -->"
 BUCKET = 200000   # reduce_bucket_size of examples/ds_config_train_zero2.json
 CASES = {
     "ci": [("preset=tiny", 8), ("preset=small", 8)],
@@ -89,10 +90,7 @@ def main():
     table = "\n".join(lines)
     print(table)
     if args.write:
-        path = os.path.join(ROOT, "docs", "estimator.md")
-        text = open(path).read()
-        start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-        open(path, "w").write(text[:start] + "\n" + table + "\n" + text[end:])
+        replace_between_markers(os.path.join(ROOT, "docs", "estimator.md"), "estimate_vs_measured", table)
     if args.check and failures:
         print("\n".join(["FAIL"] + failures))
         sys.exit(1)

@@ -15,9 +15,10 @@ import statistics
 import subprocess
 import tempfile
 
+from docs_tables import replace_between_markers
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRECISIONS = ("fp32", "bf16", "fp16")
-BEGIN, END = "<!-- train_precision:begin -->", "<!-- train_precision:end -->"
 
 
 def run(args, precision, out_dir, round_index):
@@ -72,10 +73,7 @@ def main():
     table = "\n".join(lines)
     print(table)
     if args.write:
-        path = os.path.join(ROOT, "docs", "benchmarks.md")
-        text = open(path).read()
-        start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-        open(path, "w").write(text[:start] + "\n" + table + "\n" + text[end:])
+        replace_between_markers(os.path.join(ROOT, "docs", "benchmarks.md"), "train_precision", table)
 
 
 if __name__ == "__main__":
