@@ -85,7 +85,11 @@ TEST_P(OverflowOnOneRank, SkipsTheStepOnEveryRank) {
   const auto errors = run_ranks(2, [&](int r, comm::Communicator c) {
     auto engine = zerotrain::initialize(nets[r].ptr(), cfg, {.comm = c});
     int step = 0;
-    if (r == 1) poison_gradient(nets[r]->fc2->weight, [&] { return step == 3; });
+    // fc2.bias sits wholly in rank 0's shard at stages 1 and 2 (buckets of 50 elements,
+    // filled from the last parameter: unused.bias, unused.weight and fc2.bias make one of
+    // 10, and rank 0 owns its first 5). So rank 1 sees no inf in its own shard and skips
+    // only because the ranks agree.
+    if (r == 1) poison_gradient(nets[r]->fc2->bias, [&] { return step == 3; });
     for (; step < 3; ++step) train_step(engine, nets[r], r);
     const auto before = snapshot(nets[r]);
     const auto lr_before = engine.get_lr();
@@ -110,6 +114,34 @@ TEST_P(OverflowOnOneRank, SkipsTheStepOnEveryRank) {
 INSTANTIATE_TEST_SUITE_P(Stages, OverflowOnOneRank, ::testing::Values(0, 1, 2),
                          [](const auto& info) { return "stage" + std::to_string(info.param); });
 
+TEST(LossScale, GradientsAreUnscaledByTheScaleTheyCarry) {
+  // With SGD the update is the gradient itself: a dynamic scale that doubles every step must
+  // give the static scale's parameters. (DeepSpeed divides by the doubled scale on those steps.)
+  for (int stage : {0, 2}) {
+    auto run = [&](const std::string& fp16) {
+      auto net = make_parity_net(false);
+      auto engine = zerotrain::initialize(
+          net.ptr(),
+          zerotrain::Config::from_string(R"({"train_batch_size": 4, "optimizer": {"type": "SGD", "params": {"lr": 0.1}}, "zero_allow_untested_optimizer": true,
+              "zero_optimization": {"stage": )" + std::to_string(stage) + R"(}, "fp16": )" + fp16 + "}"),
+          {.comm = comm::Communicator::make_thread_world(1)[0]});
+      std::vector<double> norms;
+      for (int s = 0; s < 5; ++s) {
+        train_step(engine, net, 0);
+        norms.push_back(*engine.get_global_grad_norm());
+      }
+      return std::pair(snapshot(net), norms);
+    };
+    const auto [doubling, doubling_norms] =
+        run(R"({"enabled": true, "initial_scale_power": 4, "loss_scale_window": 1, "hysteresis": 1})");
+    const auto [fixed, fixed_norms] = run(R"({"enabled": true, "loss_scale": 16})");
+    EXPECT_LE(max_difference(doubling, fixed), 1e-3) << "stage " << stage;
+    for (size_t i = 0; i < fixed_norms.size(); ++i) {
+      EXPECT_NEAR(doubling_norms[i], fixed_norms[i], 1e-3 * fixed_norms[i]) << "stage " << stage << ", step " << i;
+    }
+  }
+}
+
 TEST(OverflowWatch, ConsecutiveSkipsStopTrainingWithADiagnosis) {
   const auto cfg = config(2, R"(, "fp16": {"enabled": true, "initial_scale_power": 8, "hysteresis": 1,
                                           "max_consecutive_skipped_steps": 3})");
@@ -131,7 +163,8 @@ TEST(OverflowWatch, ConsecutiveSkipsStopTrainingWithADiagnosis) {
 }
 
 TEST(OverflowWatch, DeepSpeedsMinimumScaleErrorCarriesTheDiagnosis) {
-  const auto cfg = config(0, R"(, "fp16": {"enabled": true, "initial_scale_power": 1, "hysteresis": 1})");
+  // Stage 1: the ZeRO scaler raises at the minimum (stage 0's does not; the watch stops that).
+  const auto cfg = config(1, R"(, "fp16": {"enabled": true, "initial_scale_power": 1, "hysteresis": 1})");
   auto net = make_parity_net(false);
   auto engine = zerotrain::initialize(net.ptr(), cfg, {.comm = comm::Communicator::make_thread_world(1)[0]});
   poison_gradient(net->fc2->bias, [] { return true; });
@@ -147,6 +180,25 @@ TEST(OverflowWatch, DeepSpeedsMinimumScaleErrorCarriesTheDiagnosis) {
     }
     EXPECT_EQ(e.exit_code(), 9);
   }
+}
+
+TEST(OverflowWatch, StageZeroAtItsMinimumScaleIsStoppedByTheWatch) {
+  // DeepSpeed's FP16_Optimizer skips forever at the minimum ("Attempted loss scale: 1,
+  // reducing to 1"); the watch stops it a window and two steps after the scale got there.
+  const auto cfg = config(0, R"(, "fp16": {"enabled": true, "initial_scale_power": 1, "loss_scale_window": 4,
+                                          "max_consecutive_skipped_steps": 0})");
+  auto net = make_parity_net(false);
+  auto engine = zerotrain::initialize(net.ptr(), cfg, {.comm = comm::Communicator::make_thread_world(1)[0]});
+  poison_gradient(net->fc2->bias, [] { return true; });
+  int step = 0;
+  try {
+    for (; step < 50; ++step) train_step(engine, net, 0);
+    FAIL() << "stage 0 skipped on at the minimum scale";
+  } catch (const zerotrain::NumericsError& e) {
+    EXPECT_EQ(step, 5) << e.what();   // 2 -> 1 at step 0, then at the floor for 6 steps
+    EXPECT_NE(std::string(e.what()).find("has been at its minimum"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(engine.loss_scale(), 1);
 }
 
 TEST(OverflowWatch, AScaleStuckAtItsMinimumStopsTraining) {

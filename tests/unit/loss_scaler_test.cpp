@@ -93,4 +93,43 @@ TEST(LossScaler, StaticScaleNeverChanges) {
   EXPECT_THROW(zp::LossScaler({.dynamic = false, .static_scale = 0}), zerotrain::ConfigError);
 }
 
+// Stage 0: DeepSpeed's FP16_Optimizer, the cases of its test_dynamic_loss_scale.py.
+zp::LossScalerOptions no_zero(double initial, int64_t window, double min_scale = 1.0) {
+  return {.dynamic = true, .flavor = zp::ScalerFlavor::kNoZero, .initial_scale = initial, .scale_window = window,
+          .min_scale = min_scale};
+}
+
+TEST(LossScalerNoZero, NoOverflowDoublesWhenTheStableStepsFillAWindow) {
+  zp::LossScaler s(no_zero(256, 2));   // test_no_overflow: initial_scale_power 8, window 2
+  std::vector<double> scales;
+  for (int i = 0; i < 6; ++i) {
+    s.update(false);
+    scales.push_back(s.scale());
+  }
+  // stable = iteration - (-1) - 1 = iteration: doubles at iterations 2 and 4.
+  EXPECT_EQ(scales, (std::vector<double>{256, 256, 512, 512, 1024, 1024}));
+}
+
+TEST(LossScalerNoZero, AllOverflowHalvesToTheMinimumAndStaysThere) {
+  zp::LossScaler s(no_zero(16, 2));   // test_all_overflow: initial_scale_power 4
+  std::vector<double> scales;
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_TRUE(s.update(true).has_value());   // never raises, unlike the ZeRO scaler
+    scales.push_back(s.scale());
+  }
+  EXPECT_EQ(scales, (std::vector<double>{8, 4, 2, 1, 1, 1}));
+}
+
+TEST(LossScalerNoZero, SomeOverflowWaitsAWindowPlusOne) {
+  zp::LossScaler s(no_zero(256, 2));   // test_some_overflow
+  s.update(true);
+  s.update(true);
+  EXPECT_EQ(s.scale(), 64);   // two overflows: / 2^2
+  s.update(false);            // stable 0
+  s.update(false);            // stable 1
+  EXPECT_EQ(s.scale(), 64);
+  s.update(false);            // stable 2: a whole window after the overflow
+  EXPECT_EQ(s.scale(), 128);
+}
+
 }  // namespace

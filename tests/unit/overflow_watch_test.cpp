@@ -14,7 +14,8 @@ namespace zp = zerotrain::precision;
 namespace {
 
 zp::LossScalerOptions scaler_of(const std::string& fp16_block) {
-  return zp::loss_scaler_options(zerotrain::Config::from_string(R"({"train_batch_size": 1, "fp16": )" + fp16_block + "}"));
+  return zp::loss_scaler_options(zerotrain::Config::from_string(
+      R"({"train_batch_size": 1, "zero_optimization": {"stage": 2}, "fp16": )" + fp16_block + "}"));
 }
 
 TEST(LossScalerConfig, NoScalerKeysGiveTheConstructorDefaults) {
@@ -42,17 +43,31 @@ TEST(LossScalerConfig, AnyScalerKeyGivesTheConfigDefaults) {
   EXPECT_EQ(o.min_scale, 0.25);
 }
 
+TEST(LossScalerConfig, StageZeroIsDeepSpeedsFp16OptimizerWithoutTheQuirk) {
+  const auto o = zp::loss_scaler_options(
+      zerotrain::Config::from_string(R"({"train_batch_size": 1, "fp16": {"enabled": true}})"));
+  EXPECT_EQ(o.flavor, zp::ScalerFlavor::kNoZero);
+  EXPECT_EQ(o.initial_scale, 65536);
+  EXPECT_EQ(o.scale_window, 1000);
+  EXPECT_EQ(o.min_scale, 1.0);
+}
+
+TEST(OverflowWatchConfig, AStaticScaleHasNoFloorToSitAt) {
+  auto c = zerotrain::Config::from_string(R"({"train_batch_size": 1, "fp16": {"enabled": true, "loss_scale": 128}})");
+  EXPECT_EQ(zp::overflow_watch_options(c).max_steps_at_min_scale, 0);
+}
+
 TEST(LossScalerConfig, APositiveLossScaleIsStatic) {
   const auto o = scaler_of(R"({"enabled": true, "loss_scale": 512})");
   EXPECT_FALSE(o.dynamic);
   EXPECT_EQ(o.static_scale, 512);
 }
 
-TEST(OverflowWatchConfig, LimitsDefaultToFiftySkipsAndOneWindow) {
+TEST(OverflowWatchConfig, LimitsDefaultToFiftySkipsAndJustOverAWindow) {
   auto c = zerotrain::Config::from_string(R"({"train_batch_size": 1, "fp16": {"enabled": true, "loss_scale_window": 200}})");
   auto o = zp::overflow_watch_options(c);
   EXPECT_EQ(o.max_consecutive_skipped_steps, 50);
-  EXPECT_EQ(o.max_steps_at_min_scale, 200);
+  EXPECT_EQ(o.max_steps_at_min_scale, 202);   // the window, and the step after it, plus one
   c = zerotrain::Config::from_string(R"({"train_batch_size": 1, "fp16": {"enabled": true,
       "max_consecutive_skipped_steps": 0, "max_steps_at_min_scale": 0}})");
   o = zp::overflow_watch_options(c);

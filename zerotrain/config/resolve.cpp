@@ -82,6 +82,10 @@ class Filler {
     config_.sources[path] = Source::kAuto;
   }
 
+  void mismatch(const std::string& path, const std::string& ds_value, const std::string& hf) {
+    mismatches_.push_back(str("- ds ", path, " ", ds_value, " vs hf ", hf));
+  }
+
   void throw_if_mismatched() const {
     if (mismatches_.empty()) return;
     std::string text = "config values mismatch the Trainer arguments:";
@@ -129,8 +133,18 @@ void resolve_auto(Config& c, const TrainerArgs& a) {
   }
   f.match("fp16.enabled", c.fp16.enabled, a.fp16, "fp16");
   f.match("bf16.enabled", c.bf16.enabled, a.bf16, "bf16");
-  f.enable_if_absent("fp16.enabled", c.fp16.enabled, a.fp16);
-  f.enable_if_absent("bf16.enabled", c.bf16.enabled, a.bf16);
+  // Unless the config already trains in the other half-precision dtype: then the flag and
+  // the config disagree, and enabling both would only produce a "both enabled" error.
+  if (!(c.bf16_enabled() && c.source_of("bf16.enabled") == Source::kFile)) {
+    f.enable_if_absent("fp16.enabled", c.fp16.enabled, a.fp16);
+  } else if (a.fp16 && c.source_of("fp16.enabled") == Source::kDefault) {
+    f.mismatch("fp16.enabled", "absent, with bf16.enabled=true", "fp16=true");
+  }
+  if (!(c.fp16_enabled() && c.source_of("fp16.enabled") == Source::kFile)) {
+    f.enable_if_absent("bf16.enabled", c.bf16.enabled, a.bf16);
+  } else if (a.bf16 && c.source_of("bf16.enabled") == Source::kDefault) {
+    f.mismatch("bf16.enabled", "absent, with fp16.enabled=true", "bf16=true");
+  }
 
   if (c.scheduler) {
     std::visit(

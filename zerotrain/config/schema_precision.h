@@ -28,7 +28,7 @@ struct Fp16Config {
   // zerotrain's own (DeepSpeed ignores unknown fp16 keys): stop with a diagnosis instead of
   // skipping steps without end. 0 turns a limit off (docs/precision.md).
   int64_t max_consecutive_skipped_steps = 50;
-  std::optional<int64_t> max_steps_at_min_scale;   // unset: loss_scale_window
+  std::optional<int64_t> max_steps_at_min_scale;   // unset: loss_scale_window + 2
 
   template <class V> void visit(V& v) {
     v.field("enabled", enabled);

@@ -193,10 +193,12 @@ void optimizer_step(EngineState& s, const std::vector<at::Tensor>& grads) {
 }
 
 // DeepSpeed's unscale_and_clip_grads: one factor undoes the loss scale and clips to
-// gradient_clipping; `norm` is of the unscaled gradients. Returns each group's gradients
-// in fp32, ready for the optimizer.
-std::vector<at::Tensor> unscaled_fp32_gradients(EngineState& s, double norm) {
-  double combined = s.loss_scale();
+// gradient_clipping; `norm` is of the unscaled gradients, and `scale` is the one backward
+// used. (DeepSpeed divides by the scale after its update, so on a step where the scale
+// doubles its gradients come out half size; we use the scale the gradients carry.)
+// Returns each group's gradients in fp32, ready for the optimizer.
+std::vector<at::Tensor> unscaled_fp32_gradients(EngineState& s, double norm, double scale) {
+  double combined = scale;
   const double clip_to = s.config.gradient_clipping.value;
   if (clip_to > 0 && norm > 0) {
     const double clip = (norm + 1e-6) / clip_to;
@@ -320,15 +322,17 @@ void Engine::step() {
            "the gradients were never averaged over the ranks; leave the last micro-step of each step outside no_sync()");
   s.wait_reductions();
   const engine::detail::GradCheck check = s.check_gradients();
-  const double norm = std::sqrt(check.sum_squares) / s.loss_scale();
-  s.global_grad_norm = std::isfinite(norm) ? norm : -1.0;   // DeepSpeed reports -1 for inf/nan
+  const double scale = s.loss_scale();   // the scale this step's gradients carry
+  const double norm = std::sqrt(check.sum_squares) / scale;
+  // DeepSpeed reports -1 for a norm that is inf or nan; a skipped step keeps the last one.
+  if (!check.overflow) s.global_grad_norm = std::isfinite(norm) ? norm : -1.0;
   s.update_loss_scale(check);
   if (check.overflow) {
     // DeepSpeed: no update, gradients dropped, the schedule not stepped; the step counts.
     zero_gradients(s);
     ++s.skipped_steps;
   } else {
-    optimizer_step(s, unscaled_fp32_gradients(s, *s.global_grad_norm));
+    optimizer_step(s, unscaled_fp32_gradients(s, *s.global_grad_norm, scale));
     if (s.schedule) {
       s.schedule->step();
       apply_schedule(s);

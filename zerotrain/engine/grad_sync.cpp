@@ -125,14 +125,20 @@ void EngineState::launch(size_t group, size_t bucket) {
   const partition::Bucket& b = g.layout.buckets()[bucket];
   PendingReduce r;
   // Gradients travel in the communication dtype: a bucket accumulated in another one is
-  // reduced through a copy, and the result comes back when the reduction is done.
+  // reduced through a copy, and the result comes back when the reduction is done. In 16
+  // bits they are divided by the world size before the sum, as DeepSpeed does: a backend
+  // that adds in fp16 would overflow on the sum where the average fits.
   const at::ScalarType wire = precision.comm;
+  const bool pre_divide = wire == at::kHalf || wire == at::kBFloat16;
+  const comm::ReduceOp op = pre_divide ? comm::ReduceOp::kSum : comm::ReduceOp::kAvg;
+  const double world = static_cast<double>(comm.world_size());
   if (stage <= 1) {
     const at::Tensor full = g.grad_full.narrow(0, b.flat.offset, b.flat.numel);
     at::Tensor input = full;
     if (full.scalar_type() != wire) input = r.keep_alive = track_staging(full.to(wire));
+    if (pre_divide) input.div_(world);
     if (stage == 0) {
-      r.work = comm.all_reduce(input, comm::ReduceOp::kAvg);
+      r.work = comm.all_reduce(input, op);
       if (r.keep_alive.defined()) {
         r.result = input;
         r.write_back = full;
@@ -140,20 +146,21 @@ void EngineState::launch(size_t group, size_t bucket) {
     } else {
       const at::Tensor out = g.grad_shard.narrow(0, b.shard_offset, b.chunk.numel);
       if (out.scalar_type() == wire) {
-        r.work = comm.reduce_scatter(input, out, comm::ReduceOp::kAvg);
+        r.work = comm.reduce_scatter(input, out, op);
       } else {
         r.result = at::empty({b.chunk.numel}, wire);
         r.write_back = out;
-        r.work = comm.reduce_scatter(input, r.result, comm::ReduceOp::kAvg);
+        r.work = comm.reduce_scatter(input, r.result, op);
       }
     }
   } else {
     r.keep_alive = std::move(g.staging[bucket]);
     g.staging[bucket] = at::Tensor();
+    if (pre_divide) r.keep_alive.div_(world);
     r.result = at::empty({b.chunk.numel}, wire);
     r.write_back = g.grad_shard.narrow(0, b.shard_offset, b.chunk.numel);
     r.accumulate = true;   // over the micro-steps of an accumulation
-    r.work = comm.reduce_scatter(r.keep_alive, r.result, comm::ReduceOp::kAvg);
+    r.work = comm.reduce_scatter(r.keep_alive, r.result, op);
   }
   in_flight.push_back(std::move(r));
   // Without overlap_comm a bucket is finished before backward goes on (DeepSpeed reduces on

@@ -105,7 +105,7 @@ void EngineState::update_loss_scale(const GradCheck& check) {
   const double attempted = scaler->scale();
   precision::StepRecord record{global_steps, check.overflow, attempted, attempted, std::nullopt, {}};
   if (check.overflow) record.overflowed_params = overflowed_parameters();
-  if (!check.overflow && global_grad_norm && *global_grad_norm >= 0) record.grad_norm = global_grad_norm;
+  if (!check.overflow && global_grad_norm && *global_grad_norm >= 0) record.grad_norm = global_grad_norm;   // this step's
   std::optional<std::string> line;
   try {
     line = scaler->update(check.overflow);

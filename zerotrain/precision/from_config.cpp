@@ -12,6 +12,16 @@ LossScalerOptions loss_scaler_options(const Config& config) {
     options.static_scale = fp16.loss_scale;
     return options;
   }
+  // Stage 0 is DeepSpeed's FP16_Optimizer: 2^initial_scale_power, window and minimum from
+  // the config whether or not they were written, no hysteresis.
+  if (config.zero_optimization.stage == 0) {
+    options.flavor = ScalerFlavor::kNoZero;
+    options.initial_scale = std::ldexp(1.0, static_cast<int>(fp16.initial_scale_power));
+    options.scale_window = fp16.loss_scale_window;
+    options.min_scale = fp16.min_loss_scale;
+    options.hysteresis = 1;
+    return options;
+  }
   // config.py get_dynamic_loss_scale_args builds the scaler's arguments only when one of
   // these keys is present; otherwise ZeRO's CreateLossScaler uses the constructor defaults.
   bool any_key = false;
@@ -33,7 +43,9 @@ OverflowWatchOptions overflow_watch_options(const Config& config) {
   const LossScalerOptions scaler = loss_scaler_options(config);
   OverflowWatchOptions options;
   options.max_consecutive_skipped_steps = fp16.max_consecutive_skipped_steps;
-  options.max_steps_at_min_scale = fp16.max_steps_at_min_scale.value_or(scaler.scale_window);
+  // A static scale never moves: sitting at it is not a sign of anything.
+  // Longer than the window and the step after it, in which a clean scale doubles again.
+  options.max_steps_at_min_scale = scaler.dynamic ? fp16.max_steps_at_min_scale.value_or(scaler.scale_window + 2) : 0;
   options.min_scale = scaler.dynamic ? scaler.min_scale : scaler.static_scale;
   options.initial_scale_power = static_cast<int64_t>(std::log2(scaler.dynamic ? scaler.initial_scale : scaler.static_scale));
   return options;

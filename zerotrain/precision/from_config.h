@@ -8,9 +8,10 @@
 
 namespace zerotrain::precision {
 
-// DeepSpeed's quirk included: an fp16 block that sets none of initial_scale_power,
-// loss_scale_window, min_loss_scale, hysteresis and consecutive_hysteresis gets
-// DynamicLossScaler's constructor defaults, a scale of 2^32 and hysteresis 1.
+// DeepSpeed's quirk included: under ZeRO (stages 1-3), an fp16 block that sets none of
+// initial_scale_power, loss_scale_window, min_loss_scale, hysteresis and
+// consecutive_hysteresis gets DynamicLossScaler's constructor defaults, a scale of 2^32 and
+// hysteresis 1. Stage 0 gets FP16_Optimizer's scaler (ScalerFlavor::kNoZero).
 LossScalerOptions loss_scaler_options(const Config& config);
 
 OverflowWatchOptions overflow_watch_options(const Config& config);

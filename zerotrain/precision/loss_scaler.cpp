@@ -22,6 +22,7 @@ std::optional<std::string> LossScaler::update(bool overflow) {
     if (overflow) line = "[deepspeed] OVERFLOW! Rank 0 Skipping step.";
     return line;
   }
+  if (options_.flavor == ScalerFlavor::kNoZero) return update_no_zero(overflow);
   if (overflow) {
     if (options_.hysteresis == 1 || hysteresis_ == 1) {
       if (scale_ == options_.min_scale) {
@@ -49,6 +50,22 @@ std::optional<std::string> LossScaler::update(bool overflow) {
       if (!options_.consecutive_hysteresis) hysteresis_ = options_.hysteresis;
       scale_ *= options_.scale_factor;
     }
+  }
+  ++iteration_;
+  return line;
+}
+
+std::optional<std::string> LossScaler::update_no_zero(bool overflow) {
+  std::optional<std::string> line;
+  if (overflow) {
+    const double next = std::max(scale_ / options_.scale_factor, options_.min_scale);
+    line = detail::str("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: ", static_cast<int64_t>(scale_),
+                       ", reducing to ", static_cast<int64_t>(next));
+    scale_ = next;
+    last_overflow_iteration_ = iteration_;
+  } else {
+    const int64_t stable = iteration_ - last_overflow_iteration_ - 1;
+    if (stable > 0 && stable % options_.scale_window == 0) scale_ *= options_.scale_factor;
   }
   ++iteration_;
   return line;

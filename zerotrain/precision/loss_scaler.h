@@ -1,7 +1,13 @@
-// DeepSpeed's fp16 loss scalers (deepspeed/runtime/fp16/loss_scaler.py), the ZeRO flavour:
-// a static scale, or a dynamic one that halves on overflow (after `hysteresis` overflows)
-// and doubles after `loss_scale_window` steps without one. No LibTorch: the engine detects
-// overflow and applies the scale; this is the arithmetic and the log lines.
+// DeepSpeed's fp16 loss scalers: a static scale, or a dynamic one in either of DeepSpeed's
+// two flavours.
+//  - ZeRO (stages 1-3; DynamicLossScaler in deepspeed/runtime/fp16/loss_scaler.py): halves
+//    on overflow once `hysteresis` overflows are spent, doubles after `loss_scale_window`
+//    steps without one, and raises at the minimum scale.
+//  - Without ZeRO (stage 0; FP16_Optimizer._update_scale in fp16/fused_optimizer.py): halves
+//    on every overflow, floored at the minimum (and never raises), and doubles when the steps
+//    since the last overflow, less one, are a positive multiple of the window.
+// No LibTorch: the engine detects overflow and applies the scale; this is the arithmetic
+// and the log lines.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +16,11 @@
 
 namespace zerotrain::precision {
 
+enum class ScalerFlavor { kZero, kNoZero };
+
 struct LossScalerOptions {
   bool dynamic = true;
+  ScalerFlavor flavor = ScalerFlavor::kZero;
   double static_scale = 1.0;        // used when !dynamic
   double initial_scale = 4294967296.0;   // 2^initial_scale_power (DeepSpeed's constructor default 2^32)
   int64_t scale_window = 1000;
@@ -35,6 +44,8 @@ class LossScaler {
   std::optional<std::string> update(bool overflow);
 
  private:
+  std::optional<std::string> update_no_zero(bool overflow);
+
   LossScalerOptions options_;
   double scale_;
   int64_t iteration_ = 0;

@@ -58,8 +58,10 @@ void OverflowWatch::record(StepRecord step, bool enforce_limits) {
         "stopping: ", consecutive_skipped_, " steps in a row were skipped because the gradients overflowed "
         "(fp16.max_consecutive_skipped_steps is ", skip_limit, ")")));
   }
-  // Sitting at the floor is normal for a while after a fall (the scale doubles again after a
-  // clean window); overflowing there, and still being there a window later, is not.
+  // Sitting at the floor is normal for a while after a fall: a dynamic scale doubles again a
+  // window (plus one step, without ZeRO) after the overflow that brought it there. Still
+  // being there later means it overflowed again at the floor. A static scale never gets here
+  // (overflow_watch_options turns the limit off).
   const int64_t floor_limit = options_.max_steps_at_min_scale;
   if (floor_limit > 0 && steps_at_min_scale_ >= floor_limit && overflows_at_min_scale_ > 0) {
     throw NumericsError(diagnosis(detail::str(

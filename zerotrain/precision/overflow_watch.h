@@ -59,7 +59,7 @@ class OverflowWatch {
   std::vector<ParamOverflows> params_;   // in the order they first overflowed
   int64_t consecutive_skipped_ = 0;
   int64_t steps_at_min_scale_ = 0;
-  int64_t overflows_at_min_scale_ = 0;   // overflows attempted at the floor, in that run
+  int64_t overflows_at_min_scale_ = 0;   // overflows attempted at the floor, since the scale got there
   int64_t total_skipped_ = 0;
   int64_t good_steps_ = 0;
 };
