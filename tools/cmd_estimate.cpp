@@ -2,8 +2,6 @@
 //   estimate zero2|zero3   DeepSpeed's estimators, digit for digit;
 //   estimate --detailed    what this engine holds per rank, piece by piece;
 //   advise                 DeepSpeed's procedure for picking a stage, on our numbers.
-#include <torch/torch.h>
-
 #include <nlohmann/json.hpp>
 
 #include <iostream>
@@ -35,6 +33,7 @@ struct ModelOptions {
 };
 
 struct EstimateOptions {
+  CLI::App* cmd = nullptr;
   ModelOptions m;
   std::string stage;   // zero2 | zero3
   bool detailed = false;
@@ -50,9 +49,13 @@ struct AdviseOptions {
   std::string precision = "bf16";
   std::string memory_per_rank;
   std::string host_memory;
-  int ranks_per_node = 0;
+  std::optional<int> ranks_per_node;
   std::string runtime_bytes;
 };
+
+const char* const kSetupFlags[] = {"--world_size", "--micro_batch", "--seq_len", "--reduce_bucket_size",
+                                   "--overlap_comm", "--runtime_bytes", "--activation_checkpointing"};
+const char* const kClusterFlags[] = {"--num_gpus_per_node", "--num_nodes", "--additional_buffer_factor"};
 
 void add_model_options(CLI::App* cmd, ModelOptions& m) {
   cmd->add_option("--model", m.model, "A built-in model: gpt or mlp");
@@ -66,15 +69,17 @@ void add_setup_options(CLI::App* cmd, estimate::Setup& s, std::string& runtime_b
   cmd->add_option("--reduce_bucket_size", s.reduce_bucket_size, "Elements per gradient bucket")->capture_default_str();
   cmd->add_flag("--overlap_comm", s.overlap_comm, "Two buckets in flight (DeepSpeed's double buffering)");
   cmd->add_option("--runtime_bytes", runtime_bytes, "The runtime's own memory per rank (default 150MiB, measured)");
+  cmd->add_flag("--activation_checkpointing", s.activation_checkpointing,
+                "Estimate with activation checkpointing (each block keeps only its input)");
 }
 
-// The parameter counts and, for a built-in model, its shape (a model is built to count it).
+// The parameter counts and, for a built-in model, its shape (counted from its fields; the
+// model is not built).
 estimate::ModelShape model_shape(const ModelOptions& m, bool need_model) {
   if (!m.model.empty()) {
-    ZT_CHECK(m.params.empty(), UsageError, "give --model or --params, not both");
-    torch::NoGradGuard no_grad;
-    auto model = models::make_model(m.model, m.model_config);
-    return models::shape_of(*model);
+    ZT_CHECK(m.params.empty() && m.largest_layer_params.empty(), UsageError,
+             "give --model or --params/--largest_layer_params, not both");
+    return models::shape_of(m.model, m.model_config);
   }
   ZT_CHECK(!need_model, UsageError, "this estimate needs a built-in model for its activations: --model gpt "
            "[--model_config preset=small] (or mlp)");
@@ -82,9 +87,13 @@ estimate::ModelShape model_shape(const ModelOptions& m, bool need_model) {
            "[--model_config ...]");
   estimate::ModelShape shape;
   shape.name = "a model";
-  shape.param_numels = {static_cast<int64_t>(strings::parse_count(m.params, "--params"))};
+  const double params = strings::parse_count(m.params, "--params");
+  ZT_CHECK(params < 9007199254740992.0, UsageError, "--params ", m.params, " is more than 2^53");
+  shape.param_numels = {static_cast<int64_t>(params)};
   if (!m.largest_layer_params.empty()) {
-    shape.largest_layer_params = static_cast<int64_t>(strings::parse_count(m.largest_layer_params, "--largest_layer_params"));
+    const double largest = strings::parse_count(m.largest_layer_params, "--largest_layer_params");
+    ZT_CHECK(largest <= params, UsageError, "--largest_layer_params is larger than --params");
+    shape.largest_layer_params = static_cast<int64_t>(largest);
   }
   return shape;
 }
@@ -125,6 +134,10 @@ nlohmann::ordered_json detailed_json(const estimate::ModelShape& shape, const es
 int run_estimate(const EstimateOptions& o) {
   if (o.detailed) {
     ZT_CHECK(o.stage.empty(), UsageError, "--detailed covers every stage; leave out ", o.stage);
+    for (const char* flag : kClusterFlags) {
+      ZT_CHECK(o.cmd->count(flag) == 0, UsageError, flag, " is for DeepSpeed's estimators (zero2, zero3); --detailed "
+               "counts ranks with --world_size");
+    }
     estimate::Setup setup = o.setup;
     setup.runtime_bytes = runtime_of(o.runtime_bytes);
     const auto shape = model_shape(o.m, true);
@@ -136,12 +149,16 @@ int run_estimate(const EstimateOptions& o) {
     return 0;
   }
   ZT_CHECK(!o.json, UsageError, "--json goes with --detailed");
+  for (const char* flag : kSetupFlags) {
+    ZT_CHECK(o.cmd->count(flag) == 0, UsageError, flag, " applies to --detailed; DeepSpeed's estimators take "
+             "--num_gpus_per_node, --num_nodes and --additional_buffer_factor");
+  }
   ZT_CHECK(o.stage == "zero2" || o.stage == "zero3", UsageError, "zerotrain estimate zero2|zero3 (DeepSpeed's "
            "estimators) or zerotrain estimate --detailed (ours); got '", o.stage, "'");
   const estimate::ModelShape shape = model_shape(o.m, false);
   // DeepSpeed counts every parameter, trainable or not; the shape lists trainable ones only
   // when built from a module, which for the built-in models is all of them.
-  const double total = static_cast<double>(shape.total_params());
+  const double total = static_cast<double>(shape.total_params() + shape.frozen_params);
   if (o.stage == "zero2") {
     std::cout << estimate::zero2_report(total, o.cluster);
   } else {
@@ -167,7 +184,8 @@ int run_advise(const AdviseOptions& o) {
   const int64_t per_rank = strings::parse_bytes(o.memory_per_rank, "--memory_per_rank");
   const std::optional<int64_t> host =
       o.host_memory.empty() ? std::nullopt : std::optional(strings::parse_bytes(o.host_memory, "--host_memory"));
-  const int per_node = o.ranks_per_node > 0 ? o.ranks_per_node : setup.world_size;
+  ZT_CHECK(!o.ranks_per_node || *o.ranks_per_node >= 1, UsageError, "--ranks_per_node must be at least 1");
+  const int per_node = o.ranks_per_node.value_or(setup.world_size);
   const auto advice = estimate::advise(shape, setup, per_rank, host, per_node);
   std::cout << "Fastest first, " << shape.name << " on " << setup.world_size << " rank(s), "
             << estimate::to_string(setup.precision) << ", micro-batch " << setup.micro_batch << ":\n"
@@ -175,7 +193,11 @@ int run_advise(const AdviseOptions& o) {
   if (!advice.fits) {
     std::cout << "Nothing fits in " << o.memory_per_rank << " per rank"
               << (host ? " and " + o.host_memory + " of host memory" : std::string()) << ". Add ranks (--world_size), "
-              << "lower --micro_batch or --seq_len, or train in bf16.\n";
+              << "lower --micro_batch or --seq_len"
+              << (setup.activation_checkpointing ? "" : ", see what activation checkpointing would save "
+                                                         "(--activation_checkpointing)")
+              << (setup.precision == estimate::Precision::kFp32 ? ", or train in bf16 (--precision bf16)" : "")
+              << ".\n";
     return 1;
   }
   const auto& s = advice.setup;
@@ -194,6 +216,7 @@ int run_advise(const AdviseOptions& o) {
 Command add_estimate_command(CLI::App& app) {
   auto o = std::make_shared<EstimateOptions>();
   CLI::App* cmd = app.add_subcommand("estimate", "Memory needed: DeepSpeed's estimators (zero2, zero3) or ours (--detailed)");
+  o->cmd = cmd;
   cmd->add_option("stage", o->stage, "zero2 or zero3: DeepSpeed's estimate_zero{2,3}_model_states_mem_needs");
   add_model_options(cmd, o->m);
   cmd->add_option("--params", o->m.params, "Total parameters (2783959040, 2.78e9)");

@@ -35,7 +35,10 @@ class OffloadDeviceEnum(str, enum.Enum):
     cpu = "cpu"
     nvme = "nvme"
 
-    def __format__(self, spec):  # "cpu " as the guide prints it (Python < 3.12 formats the value)
+    # "cpu " as the guide prints it. DeepSpeed's f'{OffloadDeviceEnum.cpu:4}' gives that on
+    # Python 3.10 and older; newer Pythons format a str-mixin enum member by its name
+    # ("OffloadDeviceEnum.cpu"), which only changes those two labels.
+    def __format__(self, spec):
         return format(self.value, spec)
 
 

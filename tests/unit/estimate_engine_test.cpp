@@ -85,3 +85,43 @@ INSTANTIATE_TEST_SUITE_P(StagesAndPrecisions, EstimateMatchesEngine, ::testing::
                          });
 
 }  // namespace
+
+namespace {
+
+// The built-in models counted from their fields equal the modules counted tensor by tensor.
+TEST(ModelShape, FieldsGiveTheModulesCounts) {
+  for (const auto& [name, config] : std::vector<std::pair<std::string, std::string>>{
+           {"gpt", "preset=tiny"}, {"gpt", "preset=small,n_layer=3,vocab_size=300"}, {"mlp", "preset=tiny"},
+           {"mlp", "preset=small,n_layer=1"}}) {
+    auto model = zerotrain::models::make_model(name, config);
+    const auto built = zerotrain::models::shape_of(*model);
+    const auto counted = zerotrain::models::shape_of(name, config);
+    EXPECT_EQ(counted.param_numels, built.param_numels) << name << " " << config;
+    EXPECT_EQ(counted.largest_layer_params, built.largest_layer_params) << name << " " << config;
+    EXPECT_EQ(counted.name, built.name);
+  }
+}
+
+// DeepSpeed's model_to_params: a tensor registered twice counts once, frozen ones count,
+// and the largest layer is one module's own parameters.
+TEST(ModelShape, SharedOnceFrozenCountedLargestModule) {
+  struct Holder : torch::nn::Module {
+    explicit Holder(const torch::Tensor& w) { register_parameter("weight", w); }
+  };
+  struct Tied : torch::nn::Module {
+    Tied() {
+      const auto shared = torch::randn({100, 8});
+      register_module("emb", std::make_shared<Holder>(shared));
+      register_module("head", std::make_shared<Holder>(shared));   // the same tensor: tied
+      auto norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({8})));
+      norm->bias.set_requires_grad(false);
+    }
+  };
+  Tied tied;
+  const auto shape = zerotrain::models::shape_of(tied, "tied");
+  EXPECT_EQ(shape.total_params() + shape.frozen_params, 800 + 8 + 8);
+  EXPECT_EQ(shape.frozen_params, 8);
+  EXPECT_EQ(shape.largest_layer_params, 800);
+}
+
+}  // namespace

@@ -71,8 +71,12 @@ std::string join_words(const std::vector<std::string>& words, std::string_view l
 
 double parse_count(std::string_view text, std::string_view what) {
   std::string digits;
+  bool plain = true;   // digits, a point, an exponent: no hex, inf or nan, which stod takes
   for (char ch : text) {
-    if (ch != ',' && ch != '_') digits += ch;
+    if (ch == ',' || ch == '_') continue;
+    plain = plain && (std::isdigit(static_cast<unsigned char>(ch)) || ch == '.' || ch == 'e' || ch == 'E' ||
+                      ch == '+' || ch == '-');
+    digits += ch;
   }
   size_t used = 0;
   double value = -1;
@@ -81,7 +85,7 @@ double parse_count(std::string_view text, std::string_view what) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (digits.empty() || used != digits.size() || !(value >= 0) || !std::isfinite(value)) {
+  if (!plain || digits.empty() || used != digits.size() || !(value >= 0) || !std::isfinite(value)) {
     throw UsageError(detail::str(what, ": '", text, "' is not a count; write it as 2783959040, 2,783,959,040 or 2.78e9"));
   }
   return value;
@@ -103,7 +107,9 @@ int64_t parse_bytes(std::string_view text, std::string_view what) {
   }
   while (!number.empty() && number.back() == ' ') number.remove_suffix(1);
   try {
-    return static_cast<int64_t>(parse_count(number, what) * unit);
+    const double bytes = parse_count(number, what) * unit;
+    if (bytes >= 9.2e18) throw UsageError("too large");
+    return static_cast<int64_t>(bytes);
   } catch (const UsageError&) {
     throw UsageError(detail::str(what, ": '", text, "' is not a size; write bytes (17179869184) or a number with "
                                  "KB, MB, GB, TB, KiB, MiB, GiB or TiB (16GiB)"));

@@ -13,12 +13,16 @@
 namespace zerotrain::estimate {
 namespace {
 
+// Below 2^53 parameters, 2^20 GPUs and a factor of 1000 every byte count fits an int64
+// exactly, as Python's integers would.
 void check(double total_params, const Cluster& c) {
-  ZT_CHECK(total_params >= 0 && std::isfinite(total_params), UsageError, "the parameter count must be a "
-           "non-negative number, got ", total_params);
-  ZT_CHECK(c.num_gpus_per_node >= 1 && c.num_nodes >= 1, UsageError, "--num_gpus_per_node and --num_nodes must be "
-           "at least 1");
-  ZT_CHECK(c.additional_buffer_factor > 0, UsageError, "--additional_buffer_factor must be positive");
+  ZT_CHECK(total_params >= 0 && total_params < 9007199254740992.0, UsageError, "the parameter count must be "
+           "between 0 and 2^53, got ", total_params);
+  ZT_CHECK(c.num_gpus_per_node >= 1 && c.num_nodes >= 1 && c.num_gpus_per_node <= (1 << 20) &&
+               c.num_nodes <= (1 << 20) && c.num_gpus_per_node * c.num_nodes <= (1 << 20),
+           UsageError, "--num_gpus_per_node and --num_nodes must be at least 1, and 2^20 GPUs in all at most");
+  ZT_CHECK(c.additional_buffer_factor > 0 && c.additional_buffer_factor <= 1000, UsageError,
+           "--additional_buffer_factor must be positive and at most 1000");
 }
 
 int64_t trunc(double v) { return static_cast<int64_t>(v); }   // Python's int() of a float
@@ -56,7 +60,8 @@ MemNeeds zero2_mem_needs(double total_params, const Cluster& c, bool cpu_offload
 MemNeeds zero3_mem_needs(double total_params, double largest_layer_params, const Cluster& c, bool cpu_offload,
                          bool cpu_offload_params, bool zero_init) {
   check(total_params, c);
-  ZT_CHECK(largest_layer_params >= 0, UsageError, "--largest_layer_params must be non-negative");
+  ZT_CHECK(largest_layer_params >= 0 && largest_layer_params <= total_params, UsageError,
+           "--largest_layer_params must be between 0 and the parameter count");
   const double total_gpus = static_cast<double>(c.num_nodes * c.num_gpus_per_node);
   const double gpus_factor = 1.0 / static_cast<double>(c.num_nodes);
   const double per_node = static_cast<double>(c.num_gpus_per_node);

@@ -126,7 +126,14 @@ int64_t activation_bytes(const ModelShape& model, const Setup& s) {
 }
 
 Breakdown estimate(const ModelShape& model, const Setup& s) {
-  ZT_CHECK(s.world_size >= 1, UsageError, "the world size must be at least 1");
+  ZT_CHECK(s.world_size >= 1, UsageError, "--world_size must be at least 1");
+  ZT_CHECK(s.micro_batch >= 1, UsageError, "--micro_batch must be at least 1");
+  ZT_CHECK(s.reduce_bucket_size >= 1, UsageError, "--reduce_bucket_size must be at least 1 element");
+  ZT_CHECK(s.seq_len >= 0, UsageError, "--seq_len must be positive");
+  ZT_CHECK(!model.gpt || s.seq_len <= model.gpt->block_size, UsageError, "--seq_len ", s.seq_len,
+           " is longer than the model's block_size ", model.gpt ? model.gpt->block_size : 0,
+           " (its position embedding has no more rows); raise block_size in --model_config");
+  ZT_CHECK(model.gpt || s.seq_len == 0, UsageError, "--seq_len applies to gpt only");
   ZT_CHECK(s.stage >= 0 && s.stage <= 3, UsageError, "ZeRO stage ", s.stage, " does not exist (0..3)");
   ZT_CHECK(!s.offload_param || s.stage == 3, UsageError, "parameter offload needs ZeRO stage 3");
   ZT_CHECK(!s.offload_optimizer || s.stage >= 1, UsageError, "optimizer offload needs ZeRO stage 1, 2 or 3");
@@ -163,23 +170,24 @@ std::string options_of(const Setup& s) {
   return o;
 }
 
+// The guide's order, fastest first: stage 0 (DDP) > 1 > 2 > 2 + optimizer offload > 3 >
+// 3 + parameter offload > 3 + parameter and optimizer offload.
 std::vector<Setup> fastest_first(const Setup& base) {
   std::vector<Setup> order;
-  for (int stage : {0, 1, 2, 3}) {
+  auto add = [&](int stage, bool offload_optimizer, bool offload_param) {
     Setup s = base;
     s.stage = stage;
+    s.offload_optimizer = offload_optimizer;
+    s.offload_param = offload_param;
     order.push_back(s);
-  }
-  for (int stage : {1, 2, 3}) {
-    Setup s = base;
-    s.stage = stage;
-    s.offload_optimizer = true;
-    order.push_back(s);
-  }
-  Setup all = base;
-  all.stage = 3;
-  all.offload_optimizer = all.offload_param = true;
-  order.push_back(all);
+  };
+  add(0, false, false);
+  add(1, false, false);
+  add(2, false, false);
+  add(2, true, false);
+  add(3, false, false);
+  add(3, false, true);
+  add(3, true, true);
   return order;
 }
 
@@ -188,7 +196,8 @@ std::vector<Setup> fastest_first(const Setup& base) {
 std::string detailed_report(const ModelShape& model, const Setup& base) {
   std::string out = fmt::format(
       "zerotrain's estimate for {} ({} parameters, largest layer {}), {} rank(s), micro-batch {}, sequence {}, "
-      "reduce_bucket_size {}, overlap_comm {}. MiB per rank; \"host\" is the part offload moves to host memory.\n",
+      "reduce_bucket_size {}, overlap_comm {}. MiB per rank; \"host\" is the part offload moves to host memory, "
+      "\"off host\" the rest of the peak.\n",
       model.name, model.total_params(), model.largest_layer_params, base.world_size, base.micro_batch,
       model.gpt ? (base.seq_len > 0 ? base.seq_len : model.gpt->block_size) : 0, base.reduce_bucket_size,
       base.overlap_comm ? "true" : "false");
@@ -200,16 +209,17 @@ std::string detailed_report(const ModelShape& model, const Setup& base) {
     out += fmt::format("\n{}: activations {} MiB ({} MiB with activation checkpointing), runtime {} MiB\n",
                        to_string(precision), mib(activation_bytes(model, with)),
                        mib(activation_bytes(model, checkpointed)), mib(base.runtime_bytes));
-    out += "| setup | params | grads | master | optimizer | buffers | model states | host | peak | peak (ckpt) |\n"
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    out += "| setup | params | grads | master | optimizer | buffers | model states | host | peak | off host | "
+           "peak (ckpt) |\n"
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (Setup s : fastest_first(with)) {
       const Breakdown b = estimate(model, s);
       s.activation_checkpointing = true;
       const Breakdown ck = estimate(model, s);
-      out += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", options_of(s),
+      out += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", options_of(s),
                          b.implemented ? "" : " (not yet)", mib(b.params), mib(b.grads), mib(b.master),
                          mib(b.optimizer), mib(b.buffers), mib(b.model_states()), mib(b.host), mib(b.peak()),
-                         mib(ck.peak()));
+                         mib(b.peak() - b.host), mib(ck.peak()));
     }
   }
   return out;

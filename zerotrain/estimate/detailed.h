@@ -27,6 +27,7 @@ struct ModelShape {
   std::string name;                    // for the report
   std::vector<int64_t> param_numels;   // trainable parameters in model order (the engine's layout)
   int64_t largest_layer_params = 0;    // the largest single module's own parameters
+  int64_t frozen_params = 0;           // not trained, so not in param_numels; DeepSpeed counts them
   std::optional<GptDims> gpt;
   std::optional<MlpDims> mlp;
   int64_t total_params() const;
@@ -42,7 +43,7 @@ struct Setup {
   bool overlap_comm = false;
   int64_t micro_batch = 1;
   int64_t seq_len = 0;                  // 0: the model's block size
-  bool activation_checkpointing = false;
+  bool activation_checkpointing = false;   // estimated; the engine does not checkpoint yet
   // The process's own memory before any model exists: LibTorch, its thread pools, the
   // communicator. Measured by `zerotrain train` as baseline_rss_bytes (docs/estimator.md).
   int64_t runtime_bytes = 0;

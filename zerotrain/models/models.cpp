@@ -75,7 +75,9 @@ struct MlpImpl : torch::nn::Module {
 
 class Mlp final : public Model {
  public:
-  explicit Mlp(Fields f) : fields_(std::move(f)), module_(std::make_shared<MlpImpl>(fields_)) {}
+  // build false: only describe() works (for the estimator, which needs no weights).
+  explicit Mlp(Fields f, bool build = true)
+      : fields_(std::move(f)), module_(build ? std::make_shared<MlpImpl>(fields_) : nullptr) {}
   std::shared_ptr<torch::nn::Module> module() override { return module_; }
   at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets) override {
     // Inputs in the parameters' dtype (the engine may train in bf16/fp16); the loss in fp32.
@@ -150,7 +152,8 @@ struct GptImpl : torch::nn::Module {
 
 class Gpt final : public Model {
  public:
-  explicit Gpt(Fields f) : fields_(std::move(f)), module_(std::make_shared<GptImpl>(fields_)) {}
+  explicit Gpt(Fields f, bool build = true)
+      : fields_(std::move(f)), module_(build ? std::make_shared<GptImpl>(fields_) : nullptr) {}
   std::shared_ptr<torch::nn::Module> module() override { return module_; }
   at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets) override {
     auto logits = module_->forward(inputs);
@@ -189,13 +192,22 @@ estimate::ModelShape shape_of(torch::nn::Module& module, std::string name) {
   shape.name = std::move(name);
   std::set<const void*> seen;
   for (const auto& p : module.parameters()) {
-    if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
-    shape.param_numels.push_back(p.numel());
+    if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
+    if (p.requires_grad()) {
+      shape.param_numels.push_back(p.numel());
+    } else {
+      shape.frozen_params += p.numel();   // DeepSpeed's count includes them
+    }
   }
-  for (const auto& m : module.modules(/*include_self=*/true)) {
+  auto own_params = [](const torch::nn::Module& m) {
     int64_t own = 0;
-    for (const auto& p : m->parameters(/*recurse=*/false)) own += p.numel();
-    shape.largest_layer_params = std::max(shape.largest_layer_params, own);
+    for (const auto& p : m.parameters(/*recurse=*/false)) own += p.numel();
+    return own;
+  };
+  // The module itself, then its descendants (modules(include_self) needs a shared_ptr).
+  shape.largest_layer_params = own_params(module);
+  for (const auto& m : module.modules(/*include_self=*/false)) {
+    shape.largest_layer_params = std::max(shape.largest_layer_params, own_params(*m));
   }
   return shape;
 }
@@ -209,6 +221,42 @@ estimate::ModelShape shape_of(Model& model) {
     shape.mlp = estimate::MlpDims{f.at("n_in"), f.at("n_hidden"), f.at("n_layer"), f.at("n_out")};
   }
   return shape;
+}
+
+estimate::ModelShape shape_of(const std::string& name, const std::string& config) {
+  // The parameters in the order the modules above register them.
+  estimate::ModelShape shape;
+  std::vector<int64_t>& n = shape.param_numels;
+  if (name == "gpt") {
+    const Fields f = parse_config(name, config, kGptPresets);
+    const int64_t c = f.at("n_embd"), v = f.at("vocab_size"), t = f.at("block_size");
+    ZT_CHECK(c % f.at("n_head") == 0, UsageError, "--model_config: n_embd (", c, ") must be a multiple of n_head (",
+             f.at("n_head"), ")");
+    n = {v * c, t * c};
+    for (int64_t layer = 0; layer < f.at("n_layer"); ++layer) {
+      for (int64_t numel : {c, c, 3 * c * c, 3 * c, c * c, c, c, c, 4 * c * c, 4 * c, 4 * c * c, c}) n.push_back(numel);
+    }
+    n.insert(n.end(), {c, c, v * c});
+    shape.largest_layer_params = std::max({v * c, t * c, 4 * c * c + 4 * c, 4 * c * c + c});
+    shape.gpt = estimate::GptDims{f.at("n_layer"), f.at("n_head"), c, v, t};
+    shape.name = Gpt(f, /*build=*/false).describe();
+    return shape;
+  }
+  if (name == "mlp") {
+    const Fields f = parse_config(name, config, kMlpPresets);
+    int64_t width = f.at("n_in");
+    for (int64_t i = 0; i < f.at("n_layer"); ++i) {
+      n.insert(n.end(), {f.at("n_hidden") * width, f.at("n_hidden")});
+      shape.largest_layer_params = std::max(shape.largest_layer_params, f.at("n_hidden") * width + f.at("n_hidden"));
+      width = f.at("n_hidden");
+    }
+    n.insert(n.end(), {f.at("n_out") * width, f.at("n_out")});
+    shape.largest_layer_params = std::max(shape.largest_layer_params, f.at("n_out") * width + f.at("n_out"));
+    shape.mlp = estimate::MlpDims{f.at("n_in"), f.at("n_hidden"), f.at("n_layer"), f.at("n_out")};
+    shape.name = Mlp(f, /*build=*/false).describe();
+    return shape;
+  }
+  throw UsageError(detail::str("--model ", name, ": the built-in models are mlp and gpt"));
 }
 
 std::unique_ptr<Model> make_model(const std::string& name, const std::string& config) {

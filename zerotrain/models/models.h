@@ -39,5 +39,8 @@ std::unique_ptr<Model> make_model(const std::string& name, const std::string& co
 estimate::ModelShape shape_of(torch::nn::Module& module, std::string name);
 // The same for a built-in model, with its dimensions for the activation estimate.
 estimate::ModelShape shape_of(Model& model);
+// The same, computed from --model/--model_config without building the model (a 7B
+// configuration would need its 28 GB of fp32 weights just to be counted).
+estimate::ModelShape shape_of(const std::string& name, const std::string& config);
 
 }  // namespace zerotrain::models
