@@ -22,6 +22,10 @@ struct Case {
   bool overlap;
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "stage " << c.stage << ", " << ze::to_string(c.precision) << (c.overlap ? ", overlap_comm" : "");
+}
+
 class EstimateMatchesEngine : public ::testing::TestWithParam<Case> {};
 
 TEST_P(EstimateMatchesEngine, ModelStateBytesPerRank) {
