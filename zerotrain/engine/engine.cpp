@@ -328,17 +328,15 @@ void Engine::step() {
   if (!check.overflow) s.global_grad_norm = std::isfinite(norm) ? norm : -1.0;
   s.update_loss_scale(check);
   if (check.overflow) {
-    // DeepSpeed: no update, gradients dropped, the schedule not stepped; the step counts.
-    zero_gradients(s);
-    ++s.skipped_steps;
+    ++s.skipped_steps;   // DeepSpeed: no update, the schedule not stepped; the step counts
   } else {
     optimizer_step(s, unscaled_fp32_gradients(s, *s.global_grad_norm, scale));
     if (s.schedule) {
       s.schedule->step();
       apply_schedule(s);
     }
-    zero_gradients(s);
   }
+  zero_gradients(s);
   ++s.global_steps;
   s.global_samples += s.config.train_batch_size.value.value_or(0);
   ++s.micro_steps;
