@@ -67,12 +67,7 @@ Breakdown rank_states(const ModelShape& model, const Setup& s, int rank) {
   }
   // Buckets: stage 2 (and 3) stage every bucket in the communication dtype; stages 0 and 1
   // copy a bucket only when it is accumulated in another dtype than it travels in.
-  int64_t staging = 0;
-  if (s.stage >= 2) {
-    staging = staging_peak(layout, c, s.overlap_comm);
-  } else if (a != c) {
-    staging = staging_peak(layout, c, s.overlap_comm);
-  }
+  const int64_t staging = s.stage >= 2 || a != c ? staging_peak(layout, c, s.overlap_comm) : 0;
   // The step converts 16-bit gradients to fp32 once (engine.cpp unscaled_fp32_gradients).
   const int64_t step_copy = a != kFp32 ? (s.stage == 0 ? numel : shard) * kFp32 : 0;
   b.buffers = std::max(staging, step_copy);
