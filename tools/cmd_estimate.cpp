@@ -14,6 +14,7 @@
 #include "zerotrain/estimate/deepspeed_estimator.h"
 #include "zerotrain/estimate/detailed.h"
 #include "zerotrain/models/models.h"
+#include "zerotrain/stages/traits.h"
 
 namespace zerotrain::tools {
 namespace {
@@ -113,7 +114,8 @@ nlohmann::ordered_json detailed_json(const estimate::ModelShape& shape, const es
         s.stage = stage;
         s.offload_optimizer = offload >= 1;
         s.offload_param = offload == 2;
-        if ((s.offload_optimizer && stage == 0) || (s.offload_param && stage != 3)) continue;
+        const auto traits = stages::traits_of(stage);
+        if ((s.offload_optimizer && !traits.shards_optimizer) || (s.offload_param && !traits.shards_parameters)) continue;
         const auto b = estimate::estimate(shape, s);
         s.activation_checkpointing = true;
         const auto ck = estimate::estimate(shape, s);

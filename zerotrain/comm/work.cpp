@@ -17,7 +17,9 @@ void Work::wait(std::chrono::milliseconds timeout) {
 
 bool Work::is_completed() const { return !impl_ || impl_->is_completed(); }
 
-void wait_all(std::initializer_list<Work*> works) {
+void wait_all(std::initializer_list<Work*> works) { wait_all(std::vector<Work*>(works)); }
+
+void wait_all(const std::vector<Work*>& works) {
   std::exception_ptr first;
   for (Work* work : works) {
     try {

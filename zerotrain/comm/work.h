@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <vector>
 
 #include "zerotrain/core/error.h"
 
@@ -33,6 +34,7 @@ class Work {
 // Waits for each in order; the first error is rethrown after all others were waited for,
 // so no operation is left running on buffers the caller is about to free.
 void wait_all(std::initializer_list<Work*> works);
+void wait_all(const std::vector<Work*>& works);
 
 namespace detail {
 

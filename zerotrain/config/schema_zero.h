@@ -97,6 +97,10 @@ struct ZeroConfig {
   bool override_module_apply = true;
   bool log_trace_cache_warnings = false;
 
+  // DeepSpeed's zero_enabled: a ZeRO optimizer wraps the optimizer (stage 0 uses the plain
+  // FP16_Optimizer/BF16_Optimizer wrappers, with their own loss scaler and accumulation dtype).
+  bool enabled() const { return stage > 0; }
+
   // DeepSpeed: overlap_comm defaults to True for stage 3 and False otherwise.
   bool effective_overlap_comm() const { return overlap_comm.value_or(stage == 3); }
 

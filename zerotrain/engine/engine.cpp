@@ -24,15 +24,13 @@ using engine::detail::GroupState;
 void check_supported(const Config& c) {
   ZT_CHECK(!(c.fp16_enabled() && c.bf16_enabled()), ConfigError,
            "fp16 and bf16 are both enabled (after \"auto\" was resolved); enable one of them");
-  ZT_CHECK(c.zero_optimization.stage <= 2, NotSupported, "zero_optimization.stage ", c.zero_optimization.stage,
-           ": this engine runs stages 0, 1 and 2; stage 3 comes with parameter partitioning");
   const auto& zero = c.zero_optimization;
   const bool offload = (zero.offload_optimizer && zero.offload_optimizer->device != config::OffloadDevice::kNone) ||
                        (zero.offload_param && zero.offload_param->device != config::OffloadDevice::kNone);
   ZT_CHECK(!offload, NotSupported, "zero_optimization.offload_*: CPU/NVMe offload is not implemented yet");
 }
 
-void check_optimizer_source(const Config& c, const InitOptions& options) {
+void check_optimizer_source(const Config& c, const stages::StageTraits& stage, const InitOptions& options) {
   if (!options.optimizer) {
     ZT_CHECK(c.optimizer.has_value(), ConfigError,
              "the config has no \"optimizer\" block and no client optimizer was given; add one (e.g. "
@@ -46,9 +44,9 @@ void check_optimizer_source(const Config& c, const InitOptions& options) {
   const auto* o = options.optimizer.get();
   const bool zero_tested = dynamic_cast<const torch::optim::Adam*>(o) || dynamic_cast<const torch::optim::AdamW*>(o) ||
                            dynamic_cast<const torch::optim::Adagrad*>(o);
-  ZT_CHECK(c.zero_optimization.stage == 0 || zero_tested || c.zero_allow_untested_optimizer, ConfigError,
+  ZT_CHECK(!stage.shards_optimizer || zero_tested || c.zero_allow_untested_optimizer, ConfigError,
            "the client optimizer is not one ZeRO was tested with (torch's Adam, AdamW, Adagrad); add "
-           "\"zero_allow_untested_optimizer\": true to use it at stage ", c.zero_optimization.stage,
+           "\"zero_allow_untested_optimizer\": true to use it at stage ", stage.number,
            " (DeepSpeed requires the same)");
 }
 
@@ -78,7 +76,6 @@ GroupState make_group(const ParamGroup& spec, const std::unordered_map<const voi
                       EngineState& s) {
   std::vector<at::Tensor> trainable;
   std::vector<std::string> trainable_names;
-  std::vector<int64_t> numels;
   for (const auto& p : spec.params) {
     if (!p.requires_grad()) continue;   // frozen: left out of everything
     auto it = names.find(p.unsafeGetTensorImpl());
@@ -90,44 +87,17 @@ GroupState make_group(const ParamGroup& spec, const std::unordered_map<const voi
              "or give the engine a float32 model (model->to(torch::kFloat))");
     trainable.push_back(p);
     trainable_names.push_back(name);
-    numels.push_back(p.numel());
   }
-  const auto& zero = s.config.zero_optimization;
-  GroupState g{spec.name, trainable, trainable_names,
-               partition::GroupLayout(numels, std::max<int64_t>(1, zero.reduce_bucket_size.value), s.comm.world_size(),
-                                      s.comm.rank()),
-               s.optimizer ? s.optimizer->defaults() : optim::GroupHyper{}};
+  GroupState g;
+  g.name = spec.name;
+  g.params = trainable;
+  g.param_names = trainable_names;
+  g.hyper = s.optimizer ? s.optimizer->defaults() : optim::GroupHyper{};
   if (spec.lr) g.hyper.lr = *spec.lr;
   if (spec.weight_decay) g.hyper.weight_decay = *spec.weight_decay;
-
-  // The parameters move into one flat buffer; the model keeps views of it.
-  g.flat = at::empty({g.layout.numel()}, s.precision.model);
-  {
-    at::NoGradGuard no_grad;
-    for (size_t i = 0; i < g.params.size(); ++i) {
-      const auto r = g.layout.param(i);
-      auto view = g.flat.narrow(0, r.offset, r.numel);
-      view.copy_(g.params[i].detach().reshape(-1));
-      g.params[i].set_data(view.view(g.params[i].sizes()));
-    }
-  }
-  // Every rank starts from rank 0's weights, as DeepSpeed's engine broadcasts them.
-  if (g.layout.numel() > 0) s.comm.broadcast(g.flat, 0).wait();
-
-  const size_t num_buckets = g.layout.buckets().size();
-  g.pending.assign(num_buckets, 0);
-  g.staging.resize(num_buckets);
-  g.arrived.assign(g.params.size(), false);
-  if (s.stage <= 1) g.grad_full = at::zeros({g.layout.numel()}, s.precision.accum);
-  // The fp32 master weights start from the half-precision ones, as DeepSpeed's do.
-  if (s.stage == 0 && s.precision.half()) g.master = g.flat.to(at::kFloat);
-  if (s.stage >= 1) {
-    g.master = at::empty({g.layout.shard_numel()}, at::kFloat);
-    for (const auto& b : g.layout.buckets()) {
-      g.master.narrow(0, b.shard_offset, b.chunk.numel).copy_(g.flat.narrow(0, b.flat.offset + b.chunk.offset, b.chunk.numel));
-    }
-    g.grad_shard = at::zeros({g.layout.shard_numel()}, s.precision.accum);
-  }
+  s.stage->arrange(g, std::max<int64_t>(1, s.config.zero_optimization.reduce_bucket_size.value));
+  s.stage->place(g);
+  s.stage->allocate(g);
   return g;
 }
 
@@ -140,9 +110,6 @@ void apply_schedule(EngineState& s) {
     if (betas) s.groups[g].hyper.betas = *betas;
   }
 }
-
-// The weights an optimizer steps: the fp32 master, or the parameters themselves (stage 0, fp32).
-at::Tensor& stepped_weights(GroupState& g) { return g.master.defined() ? g.master : g.flat; }
 
 void client_step(EngineState& s, const std::vector<at::Tensor>& grads) {
   auto& client_groups = s.client_optimizer->param_groups();
@@ -158,13 +125,7 @@ void client_step(EngineState& s, const std::vector<at::Tensor>& grads) {
 void flat_step(EngineState& s, const std::vector<at::Tensor>& grads) {
   for (size_t i = 0; i < s.groups.size(); ++i) {
     GroupState& g = s.groups[i];
-    if (s.stage == 0) {
-      std::vector<int64_t> segments;
-      for (size_t p = 0; p < g.params.size(); ++p) segments.push_back(g.layout.param(p).numel);
-      s.optimizer->step(i, stepped_weights(g), grads[i], g.hyper, segments);
-    } else {
-      s.optimizer->step(i, g.master, grads[i], g.hyper);
-    }
+    s.optimizer->step(i, g.stepped_weights(), grads[i], g.hyper, s.stage->optimizer_segments(g));
   }
 }
 
@@ -175,21 +136,7 @@ void optimizer_step(EngineState& s, const std::vector<at::Tensor>& grads) {
   } else {
     flat_step(s, grads);
   }
-  if (s.stage == 0) {
-    for (GroupState& g : s.groups) {
-      if (g.master.defined()) g.flat.copy_(g.master);   // fp32 master -> half parameters
-    }
-    return;
-  }
-  // Every rank's updated chunks back into everyone's parameters, in the model's dtype.
-  std::vector<comm::Work> gathers;
-  for (GroupState& g : s.groups) {
-    for (const auto& b : g.layout.buckets()) {
-      const at::Tensor mine = g.master.narrow(0, b.shard_offset, b.chunk.numel);
-      gathers.push_back(s.comm.all_gather(mine.to(g.flat.scalar_type()), g.flat.narrow(0, b.flat.offset, b.flat.numel)));
-    }
-  }
-  for (auto& w : gathers) w.wait();
+  s.stage->publish_weights(s.groups);
 }
 
 // DeepSpeed's unscale_and_clip_grads: one factor undoes the loss scale and clips to
@@ -207,7 +154,7 @@ std::vector<at::Tensor> unscaled_fp32_gradients(EngineState& s, double norm, dou
   std::vector<at::Tensor> grads;
   int64_t copies_nbytes = 0;
   for (GroupState& g : s.groups) {
-    at::Tensor grad = s.grads_of(g);
+    at::Tensor grad = s.stage->step_gradients(g);
     if (grad.scalar_type() != at::kFloat) {
       grad = grad.to(at::kFloat);
       copies_nbytes += static_cast<int64_t>(grad.nbytes());
@@ -215,7 +162,7 @@ std::vector<at::Tensor> unscaled_fp32_gradients(EngineState& s, double norm, dou
     if (combined != 1.0) grad.div_(combined);
     grads.push_back(grad);
   }
-  s.note_temporary(copies_nbytes);
+  s.meter.note_temporary(copies_nbytes);
   return grads;
 }
 
@@ -231,10 +178,7 @@ void cast_model(torch::nn::Module& model, at::ScalarType dtype) {
 }
 
 void zero_gradients(EngineState& s) {
-  for (GroupState& g : s.groups) {
-    if (g.grad_full.defined()) g.grad_full.zero_();
-    if (g.grad_shard.defined()) g.grad_shard.zero_();
-  }
+  for (GroupState& g : s.groups) s.stage->zero_gradients(g);
 }
 
 }  // namespace
@@ -246,23 +190,25 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   auto s = std::make_unique<EngineState>(model, std::move(config), std::move(communicator));
   config::finalize(s->config, s->comm.world_size());
   check_supported(s->config);
-  s->stage = static_cast<int>(s->config.zero_optimization.stage);
+  const stages::StageTraits traits = stages::traits_of(static_cast<int>(s->config.zero_optimization.stage));
   s->accumulation_steps = s->config.gradient_accumulation_steps.value.value_or(1);
   s->overlap_comm = s->config.zero_optimization.effective_overlap_comm();
   s->ignore_unused_parameters = s->config.zero_optimization.ignore_unused_parameters;
-  s->precision = engine::detail::precision_from_config(s->config);
+  s->precision = precision::dtypes_from_config(s->config);
+  s->stage = stages::make_stage(traits, {s->comm, s->precision, &s->meter});
   if (s->config.fp16_enabled()) {
     s->scaler.emplace(precision::loss_scaler_options(s->config));
     s->watch.emplace(precision::overflow_watch_options(s->config));
   }
   if (s->precision.half()) cast_model(*model, s->precision.model);
-  check_optimizer_source(s->config, options);
+  check_optimizer_source(s->config, traits, options);
   if (options.optimizer) {
     s->client_optimizer = options.optimizer;
   } else {
-    s->optimizer = optim::FlatOptimizer::from_config(*s->config.optimizer, s->stage);
+    s->optimizer = optim::FlatOptimizer::from_config(*s->config.optimizer, traits.shards_optimizer);
   }
 
+  s->stage->attach(*model);
   const auto names = parameter_names(*model);
   auto specs = s->client_optimizer ? client_groups(*s->client_optimizer)
                : options.param_groups.empty() ? default_groups(*model)
@@ -273,7 +219,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
     // in-place update (under torch's NoGradGuard) lands in the engine's buffer.
     for (size_t i = 0; i < s->groups.size(); ++i) {
       GroupState& g = s->groups[i];
-      g.client_param = stepped_weights(g).detach().requires_grad_(true);
+      g.client_param = g.stepped_weights().detach().requires_grad_(true);
       s->client_optimizer->param_groups()[i].params() = {g.client_param};
     }
   }
@@ -286,7 +232,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   s->install_hooks();
   if (s->comm.rank() == 0) {
     const auto& p = s->precision;
-    ZT_LOG_INFO("engine: ZeRO stage ", s->stage, ", world size ", s->comm.world_size(), ", ",
+    ZT_LOG_INFO("engine: ZeRO stage ", traits.number, ", world size ", s->comm.world_size(), ", ",
                 s->optimizer ? s->optimizer->name() : "client optimizer", ", gradient accumulation ",
                 s->accumulation_steps, ", ", dtype_name(p.model), " (gradients: reduced in ", dtype_name(p.comm),
                 ", accumulated in ", dtype_name(p.accum), ")",
@@ -317,7 +263,7 @@ void Engine::step() {
     ++s.micro_steps;
     return;
   }
-  ZT_CHECK(s.stage == 2 || s.boundary_reduced, UsageError,
+  ZT_CHECK(s.traits().reduces_every_backward || s.boundary_reduced, UsageError,
            "engine.step() at the accumulation boundary, but that micro-step's backward ran inside no_sync(), so "
            "the gradients were never averaged over the ranks; leave the last micro-step of each step outside no_sync()");
   s.wait_reductions();
@@ -378,20 +324,21 @@ ModelStateBytes Engine::model_state_bytes() const {
   ModelStateBytes bytes;
   auto nbytes = [](const at::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : int64_t{0}; };
   for (const auto& g : state_->groups) {
-    bytes.params += nbytes(g.flat);
+    bytes.params += state_->stage->param_nbytes(g);
     bytes.grads += nbytes(g.grad_full) + nbytes(g.grad_shard);
     bytes.master += nbytes(g.master);
   }
   // A client optimizer's state is opaque (torch::optim's per-parameter state objects): not counted.
   bytes.optimizer = state_->optimizer ? state_->optimizer->state_nbytes() : 0;
-  bytes.buffers = state_->peak_staging_nbytes;
+  bytes.buffers = state_->meter.peak_nbytes();
   for (const auto& b : state_->model->buffers()) bytes.buffers += nbytes(b);
   return bytes;
 }
 
 Engine::NoSync::NoSync(engine::detail::EngineState* state) : state_(state) {
-  ZT_CHECK(state_->stage <= 1, UsageError, "no_sync() cannot be used with ZeRO stage ", state_->stage,
-           ": stage 2 partitions gradients during every backward (DeepSpeed refuses it too)");
+  ZT_CHECK(!state_->traits().reduces_every_backward, UsageError, "no_sync() cannot be used with ZeRO stage ",
+           state_->traits().number, ": stage ", state_->traits().number,
+           " partitions gradients during every backward (DeepSpeed refuses it too)");
   ++state_->no_sync_depth;
 }
 Engine::NoSync::~NoSync() { --state_->no_sync_depth; }

@@ -1,5 +1,6 @@
-// The Engine's internals, shared by engine.cpp (setup, step) and grad_sync.cpp (the
-// backward hooks and the gradient buckets). Internal to engine/.
+// The Engine's internals, shared by engine.cpp (setup, step), grad_sync.cpp (the backward
+// hooks) and mixed_precision.cpp (the gradient check and loss scaling). What differs between
+// ZeRO stages lives behind stages::Stage. Internal to engine/.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -7,7 +8,6 @@
 #include <torch/optim/optimizer.h>
 
 #include <algorithm>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,49 +18,15 @@
 #include "zerotrain/engine/engine.h"
 #include "zerotrain/optim/flat_optimizer.h"
 #include "zerotrain/optim/lr_schedule.h"
-#include "zerotrain/partition/layout.h"
+#include "zerotrain/precision/dtypes.h"
 #include "zerotrain/precision/loss_scaler.h"
 #include "zerotrain/precision/overflow_watch.h"
+#include "zerotrain/stages/bucket_reducer.h"
+#include "zerotrain/stages/stage.h"
 
 namespace zerotrain::engine::detail {
 
-struct GroupState {
-  std::string name;
-  std::vector<at::Tensor> params;          // the model's parameters: views of `flat`
-  std::vector<std::string> param_names;
-  partition::GroupLayout layout;
-  optim::GroupHyper hyper;                 // this step's lr, weight decay, betas
-  at::Tensor flat;        // (numel,) model dtype: the parameters, in model order
-  at::Tensor grad_full;   // (numel,) accumulation dtype, stages 0-1: gradients summed over micro-steps
-  // fp32 weights the optimizer steps: this rank's chunks of `flat` (stages 1-2), or all of
-  // it at stage 0 in half precision; unset at stage 0 in fp32 (the optimizer steps `flat`).
-  at::Tensor master;
-  at::Tensor grad_shard;  // (shard_numel,) accumulation dtype, stages 1-2: the reduced gradients of `master`
-  std::vector<at::Tensor> staging;   // stage 2, per bucket: (bucket numel,) comm dtype while it fills
-  std::vector<int> pending;          // per bucket: parameters whose gradient has not arrived
-  std::vector<bool> arrived;         // per parameter, in this backward
-  at::Tensor client_param;           // with a client optimizer: a leaf alias of the shard it steps
-};
-
-// A reduction in flight. When it is done, `result` is added into `write_back` (stage 2
-// accumulates over micro-steps) or copied there (a reduction in another dtype).
-struct PendingReduce {
-  comm::Work work;
-  at::Tensor result;
-  at::Tensor write_back;
-  bool accumulate = false;
-  at::Tensor keep_alive;   // a staging buffer the backend reads, counted in staging_nbytes
-};
-
-// The dtypes of a step (docs/precision.md), from the fp16/bf16 blocks as DeepSpeed reads them.
-struct Precision {
-  at::ScalarType model = at::kFloat;   // parameters, activations, the gradients autograd makes
-  at::ScalarType comm = at::kFloat;    // gradients on the wire: communication_data_type
-  at::ScalarType accum = at::kFloat;   // gradients summed over micro-steps: data_types.grad_accum_dtype
-  bool auto_cast = false;              // fp16.auto_cast: floating inputs cast to fp16
-  bool half() const { return model != at::kFloat; }
-};
-Precision precision_from_config(const Config& config);
+using stages::GroupState;
 
 // The gradients of a step, checked: their global L2 norm (still scaled) and whether any
 // rank's hold an inf or nan, agreed over all ranks.
@@ -73,8 +39,8 @@ struct EngineState {
   std::shared_ptr<torch::nn::Module> model;
   Config config;
   comm::Communicator comm;
-  int stage = 0;
-  Precision precision;
+  std::unique_ptr<stages::Stage> stage;
+  precision::Dtypes precision;
   std::optional<precision::LossScaler> scaler;    // fp16 only
   std::optional<precision::OverflowWatch> watch;  // with the scaler
   int64_t accumulation_steps = 1;
@@ -95,22 +61,13 @@ struct EngineState {
   std::optional<double> global_grad_norm;
   int no_sync_depth = 0;
 
-  // This backward: whether its buckets are reduced, and the next bucket to launch in the
-  // fixed (group, bucket) order every rank follows.
-  bool reducing = false;
   bool boundary_reduced = false;   // the last boundary micro-step's backward reduced its buckets
-  std::vector<std::pair<size_t, size_t>> launch_order;
-  size_t next_launch = 0;
-  std::deque<PendingReduce> in_flight;   // oldest first
-  int64_t staging_nbytes = 0;
-  int64_t peak_staging_nbytes = 0;
+  stages::StagingMeter meter;
+  std::unique_ptr<stages::BucketReducer> reducer;
 
   bool at_boundary() const { return (micro_steps + 1) % accumulation_steps == 0; }
   double loss_scale() const { return scaler ? scaler->scale() : 1.0; }
-  // The gradients the optimizer steps with, per group (stage 0: full; 1-2: this rank's shard).
-  at::Tensor& grads_of(GroupState& g) { return stage == 0 ? g.grad_full : g.grad_shard; }
-  // A buffer that lives for part of a step, for the peak in model_state_bytes().
-  void note_temporary(int64_t nbytes) { peak_staging_nbytes = std::max(peak_staging_nbytes, staging_nbytes + nbytes); }
+  const stages::StageTraits& traits() const { return stage->traits(); }
 
   EngineState(std::shared_ptr<torch::nn::Module> model_in, Config config_in, comm::Communicator comm_in)
       : model(std::move(model_in)), config(std::move(config_in)), comm(std::move(comm_in)) {}
@@ -120,7 +77,7 @@ struct EngineState {
   ~EngineState();
 
   // grad_sync.cpp
-  void install_hooks();
+  void install_hooks();   // and creates the reducer
   void begin_backward();
   void on_gradient(size_t group, size_t param);
   void end_backward();
@@ -133,13 +90,6 @@ struct EngineState {
   std::vector<std::string> overflowed_parameters();
   // fp16: updates the scale and logs DeepSpeed's line; the overflow watch may stop training.
   void update_loss_scale(const GradCheck& check);
-
- private:
-  at::Tensor& staging_for(GroupState& g, size_t bucket);
-  at::Tensor track_staging(at::Tensor buffer);   // counts it in staging_nbytes until finished
-  void launch_ready_buckets();
-  void launch(size_t group, size_t bucket);
-  void finish_oldest();
 };
 
 }  // namespace zerotrain::engine::detail

@@ -1,5 +1,5 @@
-// The precision half of a step: which dtypes the config asks for, the overflow check all
-// ranks agree on, and DeepSpeed's fp16 loss scaling with our overflow watch on top.
+// The precision half of a step: the overflow check all ranks agree on, and DeepSpeed's fp16
+// loss scaling with our overflow watch on top.
 #include <cmath>
 
 #include "zerotrain/core/error.h"
@@ -8,15 +8,6 @@
 
 namespace zerotrain::engine::detail {
 namespace {
-
-at::ScalarType scalar_type(config::DType dtype) {
-  switch (dtype) {
-    case config::DType::kFp16: return at::kHalf;
-    case config::DType::kBf16: return at::kBFloat16;
-    case config::DType::kFp32: break;
-  }
-  return at::kFloat;
-}
 
 // The sum of squares in float64, as DeepSpeed sums them, a piece at a time: a float64
 // copy of a whole gradient buffer would cost 8 bytes per element at the peak of the step.
@@ -32,28 +23,11 @@ double sum_of_squares(const at::Tensor& t) {
 
 }  // namespace
 
-Precision precision_from_config(const Config& config) {
-  Precision p;
-  if (config.fp16_enabled()) p.model = at::kHalf;
-  if (config.bf16_enabled()) p.model = at::kBFloat16;
-  // engine.py communication_data_type: the training dtype unless the config names one.
-  p.comm = config.communication_data_type ? scalar_type(*config.communication_data_type) : p.model;
-  // engine.py: grad_accum_dtype defaults to fp32 for bf16 without ZeRO (BF16_Optimizer), to
-  // the model's dtype otherwise.
-  if (config.data_types.grad_accum_dtype) {
-    p.accum = scalar_type(*config.data_types.grad_accum_dtype);
-  } else {
-    p.accum = config.bf16_enabled() && config.zero_optimization.stage == 0 ? at::kFloat : p.model;
-  }
-  p.auto_cast = config.fp16_enabled() && config.fp16.auto_cast;
-  return p;
-}
-
 GradCheck EngineState::check_gradients() {
   double local = 0;
-  for (GroupState& g : groups) local += sum_of_squares(grads_of(g));
+  for (GroupState& g : groups) local += sum_of_squares(stage->step_gradients(g));
   GradCheck check;
-  const bool sharded = stage >= 1;   // each rank holds its shard's gradients only
+  const bool sharded = traits().shards_optimizer;   // each rank holds its shard's gradients only
   if (!sharded && !scaler) {
     check.sum_squares = local;
     return check;
@@ -77,14 +51,11 @@ std::vector<std::string> EngineState::overflowed_parameters() {
   float* flag = flags.data_ptr<float>();
   size_t base = 0;
   for (GroupState& g : groups) {
-    const at::Tensor& grad = grads_of(g);
-    auto mark_if_bad = [&](size_t param, int64_t offset, int64_t numel) {
-      if (numel > 0 && !at::isfinite(grad.narrow(0, offset, numel)).all().item<bool>()) flag[base + param] = 1;
-    };
-    if (stage == 0) {
-      for (size_t i = 0; i < g.params.size(); ++i) mark_if_bad(i, g.layout.param(i).offset, g.layout.param(i).numel);
-    } else {
-      for (const auto& piece : g.layout.shard_pieces()) mark_if_bad(piece.param, piece.shard_offset, piece.in_param.numel);
+    const at::Tensor& grad = stage->step_gradients(g);
+    for (const auto& piece : stage->gradient_pieces(g)) {
+      if (piece.numel > 0 && !at::isfinite(grad.narrow(0, piece.offset, piece.numel)).all().item<bool>()) {
+        flag[base + piece.param] = 1;
+      }
     }
     base += g.params.size();
   }
@@ -124,13 +95,6 @@ void EngineState::update_loss_scale(const GradCheck& check) {
 
 namespace zerotrain {
 
-std::string dtype_name(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kFloat: return "fp32";
-    case at::kBFloat16: return "bf16";
-    case at::kHalf: return "fp16";
-    default: return c10::toString(dtype);
-  }
-}
+std::string dtype_name(at::ScalarType dtype) { return precision::dtype_name(dtype); }
 
 }  // namespace zerotrain

@@ -7,6 +7,7 @@
 
 #include "zerotrain/core/error.h"
 #include "zerotrain/partition/layout.h"
+#include "zerotrain/stages/plan.h"
 
 namespace zerotrain::estimate {
 namespace {
@@ -19,7 +20,7 @@ int64_t bytes_of(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
 // The engine's defaults (engine/mixed_precision.cpp): gradients accumulate in the training
 // dtype, except bf16 at stage 0 (fp32); they travel in the training dtype.
 int64_t accum_bytes(const Setup& s) {
-  if (s.precision == Precision::kBf16 && s.stage == 0) return kFp32;
+  if (s.precision == Precision::kBf16 && !stages::traits_of(s.stage).shards_optimizer) return kFp32;
   return bytes_of(s.precision);
 }
 
@@ -41,42 +42,33 @@ int64_t staging_peak(const partition::GroupLayout& layout, int64_t element_bytes
 Breakdown rank_states(const ModelShape& model, const Setup& s, int rank) {
   const int64_t bucket = std::max<int64_t>(1, s.reduce_bucket_size);
   const partition::GroupLayout layout(model.param_numels, bucket, s.world_size, rank);
-  const int64_t numel = layout.numel(), shard = layout.shard_numel();
   const int64_t p = bytes_of(s.precision), a = accum_bytes(s), c = bytes_of(s.precision);
   const bool half = s.precision != Precision::kFp32;
+  const stages::StageTraits stage = stages::traits_of(s.stage);
+  // The engine's own plan of its buffers (stages/plan.h), counted in bytes.
+  const stages::GroupPlan plan = stages::plan_group(stage, layout, {half, a == kFp32, a == c});
   Breakdown b;
-  switch (s.stage) {
-    case 0:
-      b.params = numel * p;
-      b.grads = numel * a;
-      b.master = half ? numel * kFp32 : 0;
-      b.optimizer = numel * kAdamBytes;
-      break;
-    case 1:
-      b.params = numel * p;
-      b.grads = numel * a + shard * a;
-      b.master = shard * kFp32;
-      b.optimizer = shard * kAdamBytes;
-      break;
-    default:   // 2, and 3 with its parameters sharded too
-      b.params = s.stage == 3 ? shard * p + model.largest_layer_params * p : numel * p;
-      b.grads = shard * a;
-      b.master = shard * kFp32;
-      b.optimizer = shard * kAdamBytes;
-      break;
+  b.params = plan.params_numel * p;
+  if (stage.shards_parameters) {
+    // Only the shard stays; the largest unit is gathered whole while it computes.
+    b.params = layout.shard_numel() * p + model.largest_layer_params * p;
   }
-  // Buckets: stage 2 (and 3) stage every bucket in the communication dtype; stages 0 and 1
-  // copy a bucket only when it is accumulated in another dtype than it travels in.
-  const int64_t staging = s.stage >= 2 || a != c ? staging_peak(layout, c, s.overlap_comm) : 0;
+  b.grads = (plan.grad_full_numel + plan.grad_shard_numel) * a;
+  b.master = plan.master_numel * kFp32;
+  b.optimizer = plan.optimizer_numel * kAdamBytes;
+  // Buckets: staged in the communication dtype by a stage that keeps no full gradients, or
+  // when they accumulate in another dtype than they travel in.
+  const int64_t staging = plan.stages_every_bucket || a != c ? staging_peak(layout, c, s.overlap_comm) : 0;
   // The step converts 16-bit gradients to fp32 once (engine.cpp unscaled_fp32_gradients).
-  const int64_t step_copy = a != kFp32 ? (s.stage == 0 ? numel : shard) * kFp32 : 0;
+  const int64_t step_copy = plan.step_copy_numel * kFp32;
   b.buffers = std::max(staging, step_copy);
   if (s.offload_optimizer) {   // master, moments and an fp32 gradient shard on the host, as DeepSpeed keeps them
+    const int64_t shard = layout.shard_numel();
     b.grads += shard * kFp32;
     b.host += b.master + b.optimizer + shard * kFp32;
   }
-  if (s.offload_param && s.stage == 3) b.host += shard * p;
-  b.implemented = s.stage <= 2 && !s.offload_optimizer && !s.offload_param;
+  if (s.offload_param && stage.shards_parameters) b.host += layout.shard_numel() * p;
+  b.implemented = stages::is_supported(stage) && !s.offload_optimizer && !s.offload_param;
   return b;
 }
 
@@ -129,9 +121,9 @@ Breakdown estimate(const ModelShape& model, const Setup& s) {
            " is longer than the model's block_size ", model.gpt ? model.gpt->block_size : 0,
            " (its position embedding has no more rows); raise block_size in --model_config");
   ZT_CHECK(model.gpt || s.seq_len == 0, UsageError, "--seq_len applies to gpt only");
-  ZT_CHECK(s.stage >= 0 && s.stage <= 3, UsageError, "ZeRO stage ", s.stage, " does not exist (0..3)");
-  ZT_CHECK(!s.offload_param || s.stage == 3, UsageError, "parameter offload needs ZeRO stage 3");
-  ZT_CHECK(!s.offload_optimizer || s.stage >= 1, UsageError, "optimizer offload needs ZeRO stage 1, 2 or 3");
+  const stages::StageTraits stage = stages::traits_of(s.stage);
+  ZT_CHECK(!s.offload_param || stage.shards_parameters, UsageError, "parameter offload needs ZeRO stage 3");
+  ZT_CHECK(!s.offload_optimizer || stage.shards_optimizer, UsageError, "optimizer offload needs ZeRO stage 1, 2 or 3");
   // The rank holding the most (chunks of uneven buckets differ by an element or so).
   Breakdown worst;
   for (int r = 0; r < s.world_size; ++r) {
@@ -246,7 +238,7 @@ Advice advise(const ModelShape& model, const Setup& base, int64_t memory_per_ran
   }
   const Setup& s = advice.setup;
   std::string zero = fmt::format("\"stage\": {}", s.stage);
-  if (s.stage >= 1) zero += fmt::format(", \"reduce_bucket_size\": {}, \"overlap_comm\": {}", s.reduce_bucket_size,
+  if (stages::traits_of(s.stage).shards_optimizer) zero += fmt::format(", \"reduce_bucket_size\": {}, \"overlap_comm\": {}", s.reduce_bucket_size,
                                         s.overlap_comm ? "true" : "false");
   if (s.offload_optimizer) zero += ", \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true}";
   if (s.offload_param) zero += ", \"offload_param\": {\"device\": \"cpu\", \"pin_memory\": true}";

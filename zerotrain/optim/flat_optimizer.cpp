@@ -150,7 +150,7 @@ class Lamb final : public FlatOptimizer {
 
 }  // namespace
 
-std::unique_ptr<FlatOptimizer> FlatOptimizer::from_config(const config::OptimizerConfig& c, int zero_stage) {
+std::unique_ptr<FlatOptimizer> FlatOptimizer::from_config(const config::OptimizerConfig& c, bool partitioned) {
   switch (c.kind) {
     case OptimizerKind::kAdam: return std::make_unique<Adam>(std::get<config::AdamParams>(c.params), false);
     case OptimizerKind::kAdamW: return std::make_unique<Adam>(std::get<config::AdamParams>(c.params), true);
@@ -160,9 +160,9 @@ std::unique_ptr<FlatOptimizer> FlatOptimizer::from_config(const config::Optimize
     case OptimizerKind::kLamb:
       // Lamb's trust ratio needs each parameter whole; DeepSpeed leaves FusedLamb out of
       // ZERO_SUPPORTED_OPTIMIZERS for that reason.
-      ZT_CHECK(zero_stage == 0, ConfigError, "optimizer.type ", c.type, ": Lamb needs every parameter whole for its "
+      ZT_CHECK(!partitioned, ConfigError, "optimizer.type ", c.type, ": Lamb needs every parameter whole for its "
                "trust ratio, so it runs without ZeRO only (zero_optimization.stage 0), as in DeepSpeed; use Adam or "
-               "AdamW with ZeRO stage ", zero_stage);
+               "AdamW with ZeRO stages 1-3");
       return std::make_unique<Lamb>(std::get<config::LambParams>(c.params));
   }
   ZT_INTERNAL_ASSERT(false, "unknown optimizer kind");

@@ -28,8 +28,9 @@ struct GroupHyper {
 
 class FlatOptimizer {
  public:
-  // `zero_stage` decides where Lamb is allowed (as DeepSpeed: not with ZeRO partitions).
-  static std::unique_ptr<FlatOptimizer> from_config(const config::OptimizerConfig& config, int zero_stage);
+  // `partitioned`: the optimizer steps a shard of each group, so Lamb, which needs every
+  // parameter whole for its trust ratio, is refused (as DeepSpeed refuses it under ZeRO).
+  static std::unique_ptr<FlatOptimizer> from_config(const config::OptimizerConfig& config, bool partitioned);
   virtual ~FlatOptimizer() = default;
 
   virtual std::string name() const = 0;

@@ -34,6 +34,11 @@ class GroupLayout {
   // `param_numels` in model order; buckets hold at most `bucket_numel` elements unless a
   // single parameter is larger (it gets a bucket of its own), as in DeepSpeed.
   GroupLayout(std::vector<int64_t> param_numels, int64_t bucket_numel, int world_size, int rank);
+  // Buckets given explicitly (ZeRO-3's units): `bucket_params[k]` lists the parameters of
+  // bucket k, a contiguous run of indices; every parameter is in exactly one bucket.
+  GroupLayout(std::vector<int64_t> param_numels, const std::vector<std::vector<std::size_t>>& bucket_params,
+              int world_size, int rank);
+  GroupLayout() = default;   // no parameters
 
   int64_t numel() const { return numel_; }           // the flat buffer
   int64_t shard_numel() const { return shard_numel_; }
@@ -53,6 +58,9 @@ class GroupLayout {
   std::vector<Piece> shard_pieces() const;
 
  private:
+  void place_params(const std::vector<int64_t>& param_numels);
+  void assign_chunks(int world_size, int rank);
+
   std::vector<Range> params_;
   std::vector<Bucket> buckets_;
   std::vector<std::size_t> bucket_of_;

@@ -14,7 +14,7 @@ LossScalerOptions loss_scaler_options(const Config& config) {
   }
   // Stage 0 is DeepSpeed's FP16_Optimizer: 2^initial_scale_power, window and minimum from
   // the config whether or not they were written, no hysteresis.
-  if (config.zero_optimization.stage == 0) {
+  if (!config.zero_optimization.enabled()) {
     options.flavor = ScalerFlavor::kNoZero;
     options.initial_scale = std::ldexp(1.0, static_cast<int>(fp16.initial_scale_power));
     options.scale_window = fp16.loss_scale_window;

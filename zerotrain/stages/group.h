@@ -1,0 +1,36 @@
+// One parameter group as the engine and its stage hold it: the model's parameters as views
+// of one flat buffer, and the gradient and master buffers the stage's plan asks for.
+// Internal to engine/ and stages/.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+#include "zerotrain/optim/flat_optimizer.h"
+#include "zerotrain/partition/layout.h"
+
+namespace zerotrain::stages {
+
+struct GroupState {
+  std::string name;
+  std::vector<at::Tensor> params;          // the model's parameters: views of `flat`
+  std::vector<std::string> param_names;
+  partition::GroupLayout layout;
+  optim::GroupHyper hyper;                 // this step's lr, weight decay, betas
+  at::Tensor flat;        // (numel,) model dtype: the parameters, in model order
+  at::Tensor grad_full;   // (numel,) accumulation dtype, stages 0-1: gradients summed over micro-steps
+  // fp32 weights the optimizer steps: this rank's chunks of `flat` (stages 1-2), or all of
+  // it at stage 0 in half precision; unset at stage 0 in fp32 (the optimizer steps `flat`).
+  at::Tensor master;
+  at::Tensor grad_shard;  // (shard_numel,) accumulation dtype, stages 1-2: the reduced gradients of `master`
+  std::vector<at::Tensor> staging;   // per bucket: (bucket numel,) comm dtype while it fills (stage 2)
+  std::vector<bool> arrived;         // per parameter, in this backward
+  at::Tensor client_param;           // with a client optimizer: a leaf alias of the weights it steps
+
+  // The weights an optimizer steps: the fp32 master, or the parameters themselves.
+  at::Tensor& stepped_weights() { return master.defined() ? master : flat; }
+};
+
+}  // namespace zerotrain::stages

@@ -1,0 +1,91 @@
+// What stages 1 and 2 share: rank r owns chunk r of every bucket (partition/layout.h); its
+// fp32 master and optimizer state cover those chunks, and after the step every rank's
+// updated chunks are all-gathered back into everyone's parameters.
+#include <ATen/ATen.h>
+
+#include "zerotrain/stages/stage_impls.h"
+
+namespace zerotrain::stages {
+
+std::vector<GradientPiece> ShardedStage::gradient_pieces(const GroupState& g) const {
+  std::vector<GradientPiece> pieces;
+  for (const auto& piece : g.layout.shard_pieces()) pieces.push_back({piece.param, piece.shard_offset, piece.in_param.numel});
+  return pieces;
+}
+
+void ShardedStage::publish_weights(std::vector<GroupState>& groups) {
+  std::vector<comm::Work> gathers;
+  for (GroupState& g : groups) {
+    for (const auto& b : g.layout.buckets()) {
+      const at::Tensor mine = g.master.narrow(0, b.shard_offset, b.chunk.numel);
+      gathers.push_back(ctx_.comm.all_gather(mine.to(g.flat.scalar_type()), g.flat.narrow(0, b.flat.offset, b.flat.numel)));
+    }
+  }
+  std::vector<comm::Work*> works;
+  for (auto& w : gathers) works.push_back(&w);
+  comm::wait_all(works);
+}
+
+void ShardedStage::init_master(GroupState& g) {
+  g.master = at::empty({g.layout.shard_numel()}, at::kFloat);
+  for (const auto& b : g.layout.buckets()) {
+    g.master.narrow(0, b.shard_offset, b.chunk.numel).copy_(g.flat.narrow(0, b.flat.offset + b.chunk.offset, b.chunk.numel));
+  }
+}
+
+// Stage 1: full gradients accumulate locally; at the boundary each bucket is reduce-scattered
+// so that a rank receives the averaged gradients of its own chunk.
+void Stage1::on_gradient(GroupState& g, std::size_t param, const at::Tensor& grad) {
+  const partition::Range where = g.layout.param(param);
+  g.grad_full.narrow(0, where.offset, where.numel).add_(grad.reshape(-1));
+}
+
+PendingReduce Stage1::reduce_bucket(GroupState& g, std::size_t bucket) {
+  const partition::Bucket& b = g.layout.buckets()[bucket];
+  const at::ScalarType wire = ctx_.dtypes.comm;
+  PendingReduce r;
+  const at::Tensor full = g.grad_full.narrow(0, b.flat.offset, b.flat.numel);
+  at::Tensor input = full;
+  if (full.scalar_type() != wire) input = r.keep_alive = ctx_.meter->track(full.to(wire));
+  const comm::ReduceOp op = prepare_average(input);
+  const at::Tensor out = g.grad_shard.narrow(0, b.shard_offset, b.chunk.numel);
+  if (out.scalar_type() == wire) {
+    r.work = ctx_.comm.reduce_scatter(input, out, op);
+  } else {
+    r.result = at::empty({b.chunk.numel}, wire);
+    r.write_back = out;
+    r.work = ctx_.comm.reduce_scatter(input, r.result, op);
+  }
+  return r;
+}
+
+// Stage 2: a bucket's gradients are staged in the wire's dtype, reduce-scattered in every
+// backward and accumulated into this rank's shard; the full gradients go at once.
+at::Tensor& Stage2::staging_for(GroupState& g, std::size_t bucket) {
+  at::Tensor& buffer = g.staging[bucket];
+  if (!buffer.defined()) buffer = ctx_.meter->track(at::zeros({g.layout.buckets()[bucket].flat.numel}, ctx_.dtypes.comm));
+  return buffer;
+}
+
+void Stage2::on_gradient(GroupState& g, std::size_t param, const at::Tensor& grad) {
+  const partition::Range where = g.layout.param(param);
+  const std::size_t b = g.layout.bucket_of(param);
+  staging_for(g, b).narrow(0, where.offset - g.layout.buckets()[b].flat.offset, where.numel).copy_(grad.reshape(-1));
+}
+
+void Stage2::on_unused(GroupState& g, std::size_t param) { staging_for(g, g.layout.bucket_of(param)); }
+
+PendingReduce Stage2::reduce_bucket(GroupState& g, std::size_t bucket) {
+  const partition::Bucket& b = g.layout.buckets()[bucket];
+  PendingReduce r;
+  r.keep_alive = std::move(g.staging[bucket]);
+  g.staging[bucket] = at::Tensor();
+  const comm::ReduceOp op = prepare_average(r.keep_alive);
+  r.result = at::empty({b.chunk.numel}, ctx_.dtypes.comm);
+  r.write_back = g.grad_shard.narrow(0, b.shard_offset, b.chunk.numel);
+  r.accumulate = true;   // over the micro-steps of an accumulation
+  r.work = ctx_.comm.reduce_scatter(r.keep_alive, r.result, op);
+  return r;
+}
+
+}  // namespace zerotrain::stages

@@ -1,0 +1,62 @@
+#include "zerotrain/stages/stage.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "zerotrain/core/error.h"
+
+namespace zerotrain::stages {
+
+void Stage::arrange(GroupState& g, int64_t bucket_numel) {
+  std::vector<int64_t> numels;
+  for (const auto& p : g.params) numels.push_back(p.numel());
+  g.layout = partition::GroupLayout(numels, bucket_numel, ctx_.comm.world_size(), ctx_.comm.rank());
+}
+
+void Stage::place(GroupState& g) {
+  // The parameters move into one flat buffer; the model keeps views of it.
+  g.flat = at::empty({g.layout.numel()}, ctx_.dtypes.model);
+  {
+    c10::NoGradGuard no_grad;
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      const auto r = g.layout.param(i);
+      auto view = g.flat.narrow(0, r.offset, r.numel);
+      view.copy_(g.params[i].detach().reshape(-1));
+      g.params[i].set_data(view.view(g.params[i].sizes()));
+    }
+  }
+  // Every rank starts from rank 0's weights, as DeepSpeed's engine broadcasts them.
+  if (g.layout.numel() > 0) ctx_.comm.broadcast(g.flat, 0).wait();
+}
+
+int64_t Stage::param_nbytes(const GroupState& g) const {
+  return g.flat.defined() ? static_cast<int64_t>(g.flat.nbytes()) : 0;
+}
+
+void Stage::allocate(GroupState& g) {
+  const precision::Dtypes& d = ctx_.dtypes;
+  const GroupPlan plan = plan_group(traits_, g.layout,
+                                    {d.half(), d.accum == at::kFloat, d.accum == d.comm});
+  g.arrived.assign(g.params.size(), false);
+  g.staging.resize(g.layout.buckets().size());
+  if (plan.grad_full_numel > 0) g.grad_full = at::zeros({plan.grad_full_numel}, d.accum);
+  if (plan.grad_shard_numel > 0) g.grad_shard = at::zeros({plan.grad_shard_numel}, d.accum);
+  if (plan.master_numel > 0) {
+    init_master(g);
+    ZT_INTERNAL_ASSERT(g.master.numel() == plan.master_numel, "master weights differ from the plan");
+  }
+}
+
+void Stage::zero_gradients(GroupState& g) {
+  if (g.grad_full.defined()) g.grad_full.zero_();
+  if (g.grad_shard.defined()) g.grad_shard.zero_();
+}
+
+comm::ReduceOp Stage::prepare_average(const at::Tensor& wire) {
+  const bool pre_divide = wire.scalar_type() == at::kHalf || wire.scalar_type() == at::kBFloat16;
+  if (!pre_divide) return comm::ReduceOp::kAvg;
+  wire.div_(static_cast<double>(ctx_.comm.world_size()));
+  return comm::ReduceOp::kSum;
+}
+
+}  // namespace zerotrain::stages

@@ -1,0 +1,96 @@
+// The internal interface of a ZeRO stage (docs/engine.md, "The stages"): which buffers a
+// parameter group has, what happens to a gradient when autograd produces it, what reducing
+// a bucket means, which gradients the optimizer steps with, and how the updated weights get
+// back into the model. The engine drives the loop (accumulation, clipping, loss scaling,
+// the optimizer); make_stage is the only place that picks a stage. Internal to engine/.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "zerotrain/comm/communicator.h"
+#include "zerotrain/precision/dtypes.h"
+#include "zerotrain/stages/bucket_reducer.h"
+#include "zerotrain/stages/group.h"
+#include "zerotrain/stages/plan.h"
+#include "zerotrain/stages/staging.h"
+#include "zerotrain/stages/traits.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace zerotrain::stages {
+
+// A parameter's elements among the gradients the optimizer steps with.
+struct GradientPiece {
+  std::size_t param;
+  int64_t offset;
+  int64_t numel;
+};
+
+struct StageContext {
+  comm::Communicator comm;           // a handle: copies share one connection
+  precision::Dtypes dtypes;
+  StagingMeter* meter = nullptr;     // the engine's
+};
+
+class Stage {
+ public:
+  Stage(StageTraits traits, StageContext context) : traits_(traits), ctx_(std::move(context)) {}
+  virtual ~Stage() = default;
+  Stage(const Stage&) = delete;
+  Stage& operator=(const Stage&) = delete;
+
+  const StageTraits& traits() const { return traits_; }
+
+  // Setting up, in this order: the model, before any group (stage 3 finds its units);
+  // each group's layout (it may reorder g.params and g.param_names); its parameters moved
+  // into the stage's buffers, rank 0's values on every rank (the model keeps views); and
+  // the gradient and master buffers of the plan (stages/plan.h).
+  virtual void attach(torch::nn::Module& model) {}
+  virtual void arrange(GroupState& g, int64_t bucket_numel);
+  virtual void place(GroupState& g);
+  void allocate(GroupState& g);
+  // The engine no longer drives the model: a model that outlives it runs plain LibTorch.
+  virtual void detach() {}
+
+  // Backward starts (every micro-step).
+  virtual void begin_backward() {}
+  // Backward: parameter `param` of `g` has its gradient (model dtype), or none at all
+  // (unused in this forward: on_unused). The engine frees the gradient afterwards.
+  virtual void on_gradient(GroupState& g, std::size_t param, const at::Tensor& grad) = 0;
+  virtual void on_unused(GroupState& g, std::size_t param) {}
+  // Launches the reduction of bucket `bucket` of `g` once all its gradients are in.
+  virtual PendingReduce reduce_bucket(GroupState& g, std::size_t bucket) = 0;
+
+  // The step: the gradients the optimizer steps `g.stepped_weights()` with (this rank's
+  // shard, or all of them), each parameter's place among them, and the parameter sizes the
+  // optimizer sees (Lamb's trust ratio needs them; empty where parameters are cut).
+  at::Tensor& step_gradients(GroupState& g) { return traits_.shards_optimizer ? g.grad_shard : g.grad_full; }
+  virtual std::vector<GradientPiece> gradient_pieces(const GroupState& g) const = 0;
+  virtual std::vector<int64_t> optimizer_segments(const GroupState&) const { return {}; }
+  // After the optimizer stepped every group: the new weights into every rank's parameters.
+  virtual void publish_weights(std::vector<GroupState>& groups) = 0;
+  void zero_gradients(GroupState& g);
+  // The bytes of the parameters this rank holds for `g` (Engine::model_state_bytes).
+  virtual int64_t param_nbytes(const GroupState& g) const;
+
+ protected:
+  // The fp32 master copy, from the parameters (DeepSpeed's starts from the rounded 16-bit values).
+  virtual void init_master(GroupState& g) = 0;
+  // Reductions average over the ranks. In 16 bits gradients are divided by the world size
+  // before the sum, as DeepSpeed does: a backend that adds in fp16 would overflow on the
+  // sum where the average fits. Returns the op to reduce with; divides `wire` if needed.
+  comm::ReduceOp prepare_average(const at::Tensor& wire);
+
+  StageTraits traits_;
+  StageContext ctx_;
+};
+
+std::unique_ptr<Stage> make_stage(const StageTraits& traits, StageContext context);
+
+}  // namespace zerotrain::stages

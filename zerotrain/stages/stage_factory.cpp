@@ -1,0 +1,13 @@
+#include "zerotrain/core/error.h"
+#include "zerotrain/stages/stage_impls.h"
+
+namespace zerotrain::stages {
+
+std::unique_ptr<Stage> make_stage(const StageTraits& traits, StageContext context) {
+  check_supported(traits);
+  if (traits.shards_gradients) return std::make_unique<Stage2>(traits, std::move(context));
+  if (traits.shards_optimizer) return std::make_unique<Stage1>(traits, std::move(context));
+  return std::make_unique<Stage0>(traits, std::move(context));
+}
+
+}  // namespace zerotrain::stages
