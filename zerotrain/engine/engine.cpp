@@ -7,7 +7,10 @@
 #include <torch/optim/adamw.h>
 
 #include <cmath>
+#include <exception>
+#include <utility>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "zerotrain/config/resolve.h"
 #include "zerotrain/core/error.h"
@@ -66,9 +69,13 @@ std::unordered_map<const void*, std::string> parameter_names(torch::nn::Module& 
   return names;
 }
 
+// Every parameter once, however often it is registered (a head tied to its embedding).
 std::vector<ParamGroup> default_groups(torch::nn::Module& model) {
   ParamGroup group{"params", {}, std::nullopt, std::nullopt};
-  for (const auto& p : model.parameters()) group.params.push_back(p);
+  std::unordered_set<const void*> seen;
+  for (const auto& p : model.parameters()) {
+    if (seen.insert(p.unsafeGetTensorImpl()).second) group.params.push_back(p);
+  }
   return {group};
 }
 
@@ -89,6 +96,7 @@ GroupState make_group(const ParamGroup& spec, const std::unordered_map<const voi
     trainable_names.push_back(name);
   }
   GroupState g;
+  g.index = s.groups.size();
   g.name = spec.name;
   g.params = trainable;
   g.param_names = trainable_names;
@@ -195,7 +203,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   s->overlap_comm = s->config.zero_optimization.effective_overlap_comm();
   s->ignore_unused_parameters = s->config.zero_optimization.ignore_unused_parameters;
   s->precision = precision::dtypes_from_config(s->config);
-  s->stage = stages::make_stage(traits, {s->comm, s->precision, &s->meter});
+  s->stage = stages::make_stage(traits, {s->comm, s->precision, &s->meter, &s->config.zero_optimization});
   if (s->config.fp16_enabled()) {
     s->scaler.emplace(precision::loss_scaler_options(s->config));
     s->watch.emplace(precision::overflow_watch_options(s->config));
@@ -331,8 +339,50 @@ ModelStateBytes Engine::model_state_bytes() const {
   // A client optimizer's state is opaque (torch::optim's per-parameter state objects): not counted.
   bytes.optimizer = state_->optimizer ? state_->optimizer->state_nbytes() : 0;
   bytes.buffers = state_->meter.peak_nbytes();
+  bytes.gathered_peak = state_->stage->gathered_peak_nbytes();
   for (const auto& b : state_->model->buffers()) bytes.buffers += nbytes(b);
   return bytes;
+}
+
+GatheredParameters::GatheredParameters(Engine& engine, std::vector<at::Tensor> params, std::optional<int> modifier_rank)
+    : state_(engine.state_.get()), modifier_rank_(modifier_rank) {
+  ZT_CHECK(!modifier_rank || (*modifier_rank >= 0 && *modifier_rank < state_->comm.world_size()), UsageError,
+           "GatheredParameters: modifier_rank ", modifier_rank.value_or(-1), " is not a rank of this world of ",
+           state_->comm.world_size());
+  token_ = state_->stage->begin_user_gather(state_->groups, params);
+}
+
+void GatheredParameters::close() {
+  if (!std::exchange(open_, false)) return;
+  at::NoGradGuard no_grad;
+  state_->stage->end_user_gather(state_->groups, token_, modifier_rank_);
+}
+
+GatheredParameters::~GatheredParameters() noexcept(false) {
+  if (!open_) return;
+  if (std::uncaught_exceptions() > 0) {
+    // Unwinding already: the scope's own collectives would only wait for ranks that are
+    // unwinding too; the error in flight is the one to report.
+    open_ = false;
+    return;
+  }
+  close();
+}
+
+std::vector<std::pair<std::string, at::Tensor>> Engine::consolidated_16bit_state_dict() {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  const bool keep = state_->comm.rank() == 0;
+  std::unordered_set<const void*> seen;
+  for (const auto& item : state_->model->named_parameters()) {
+    if (!seen.insert(item.value().unsafeGetTensorImpl()).second) continue;
+    GatheredParameters full(*this, {item.value()});
+    if (keep) out.emplace_back(item.key(), item.value().detach().clone());
+    full.close();
+  }
+  if (keep) {
+    for (const auto& item : state_->model->named_buffers()) out.emplace_back(item.key(), item.value().detach().clone());
+  }
+  return out;
 }
 
 Engine::NoSync::NoSync(engine::detail::EngineState* state) : state_(state) {

@@ -61,6 +61,9 @@ struct ModelStateBytes {
   int64_t optimizer = 0;     // optimizer states (moments, momentum buffers, ...)
   int64_t master = 0;        // fp32 master weights: this rank's shard (stages 1, 2), all (stage 0, bf16/fp16)
   int64_t buffers = 0;       // gradient bucket staging buffers at their peak, and module buffers
+  // Stage 3: the most bytes of full parameters of units (not the resident one) gathered at
+  // once so far. Transient, so not in total().
+  int64_t gathered_peak = 0;
   int64_t total() const { return params + grads + optimizer + master + buffers; }
 };
 
@@ -119,10 +122,42 @@ class Engine {
   const Config& config() const;
   comm::Communicator& comm();
 
+  // The model's full parameters (and buffers), by name in the model's dtype, on rank 0;
+  // empty elsewhere. Every rank must call it. At stage 3 the parameters are gathered one at
+  // a time, so no rank holds more than one unit beyond its shard (what DeepSpeed saves with
+  // stage3_gather_16bit_weights_on_model_save).
+  std::vector<std::pair<std::string, at::Tensor>> consolidated_16bit_state_dict();
+
  private:
+  friend class GatheredParameters;
   friend Engine initialize(std::shared_ptr<torch::nn::Module>, Config, InitOptions);
   explicit Engine(std::unique_ptr<engine::detail::EngineState> state);
   std::unique_ptr<engine::detail::EngineState> state_;
+};
+
+// DeepSpeed's zero.GatheredParameters: while alive, the given parameters (every parameter of
+// the model when none are given) hold their full values on every rank, also at ZeRO stage 3
+// outside a forward. With `modifier_rank`, what that rank writes into them becomes every
+// rank's, master weights included, when the scope ends (init, weight tying, surgery). The
+// constructor and close() are collectives: every rank makes the same scope.
+//
+//   { zerotrain::GatheredParameters full(engine, {model->fc->weight}, /*modifier_rank=*/0);
+//     if (rank == 0) model->fc->weight.normal_(); }
+class GatheredParameters {
+ public:
+  explicit GatheredParameters(Engine& engine, std::vector<at::Tensor> params = {},
+                              std::optional<int> modifier_rank = std::nullopt);
+  GatheredParameters(const GatheredParameters&) = delete;
+  GatheredParameters& operator=(const GatheredParameters&) = delete;
+  // Ends the scope (and throws its errors); the destructor calls it when it was not called.
+  void close();
+  ~GatheredParameters() noexcept(false);
+
+ private:
+  engine::detail::EngineState* state_;
+  std::vector<int> token_;
+  std::optional<int> modifier_rank_;
+  bool open_ = true;
 };
 
 // "fp32", "bf16", "fp16" (the config's names), else LibTorch's name of the dtype.

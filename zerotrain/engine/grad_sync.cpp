@@ -50,6 +50,7 @@ void EngineState::install_hooks() {
 
 EngineState::~EngineState() {
   for (auto& [accumulator, key] : accumulators) accumulator->del_post_hook(key);
+  if (stage) stage->detach();
 }
 
 void EngineState::begin_backward() {
@@ -58,6 +59,7 @@ void EngineState::begin_backward() {
   const bool reducing = traits().reduces_every_backward || (at_boundary() && no_sync_depth == 0);
   if (at_boundary()) boundary_reduced = reducing;
   reducer->begin_backward(reducing);
+  stage->begin_backward();
   for (GroupState& g : groups) std::fill(g.arrived.begin(), g.arrived.end(), false);
 }
 
@@ -90,6 +92,7 @@ void EngineState::end_backward() {
   // A stage that keeps only its shard finishes now, so the staging buffers go before the
   // next forward.
   if (traits().shards_gradients) reducer->wait_all();
+  stage->end_backward();
 }
 
 void EngineState::wait_reductions() { reducer->wait_all(); }

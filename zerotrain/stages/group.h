@@ -14,6 +14,7 @@
 namespace zerotrain::stages {
 
 struct GroupState {
+  std::size_t index = 0;                   // among the engine's groups
   std::string name;
   std::vector<at::Tensor> params;          // the model's parameters: views of `flat`
   std::vector<std::string> param_names;

@@ -28,6 +28,10 @@ void ShardedStage::publish_weights(std::vector<GroupState>& groups) {
 
 void ShardedStage::init_master(GroupState& g) {
   g.master = at::empty({g.layout.shard_numel()}, at::kFloat);
+  refresh_master(g);
+}
+
+void ShardedStage::refresh_master(GroupState& g) {
   for (const auto& b : g.layout.buckets()) {
     g.master.narrow(0, b.shard_offset, b.chunk.numel).copy_(g.flat.narrow(0, b.flat.offset + b.chunk.offset, b.chunk.numel));
   }

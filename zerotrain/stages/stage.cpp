@@ -52,6 +52,15 @@ void Stage::zero_gradients(GroupState& g) {
   if (g.grad_shard.defined()) g.grad_shard.zero_();
 }
 
+void Stage::end_user_gather(std::vector<GroupState>& groups, const std::vector<int>&, std::optional<int> modifier_rank) {
+  if (!modifier_rank) return;
+  for (GroupState& g : groups) {
+    if (g.layout.numel() == 0) continue;
+    ctx_.comm.broadcast(g.flat, *modifier_rank).wait();
+    if (g.master.defined()) refresh_master(g);
+  }
+}
+
 comm::ReduceOp Stage::prepare_average(const at::Tensor& wire) {
   const bool pre_divide = wire.scalar_type() == at::kHalf || wire.scalar_type() == at::kBFloat16;
   if (!pre_divide) return comm::ReduceOp::kAvg;

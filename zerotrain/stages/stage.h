@@ -9,9 +9,11 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "zerotrain/comm/communicator.h"
+#include "zerotrain/config/config.h"
 #include "zerotrain/precision/dtypes.h"
 #include "zerotrain/stages/bucket_reducer.h"
 #include "zerotrain/stages/group.h"
@@ -36,6 +38,7 @@ struct StageContext {
   comm::Communicator comm;           // a handle: copies share one connection
   precision::Dtypes dtypes;
   StagingMeter* meter = nullptr;     // the engine's
+  const config::ZeroConfig* zero = nullptr;   // the config's zero_optimization block
 };
 
 class Stage {
@@ -54,7 +57,7 @@ class Stage {
   virtual void attach(torch::nn::Module& model) {}
   virtual void arrange(GroupState& g, int64_t bucket_numel);
   virtual void place(GroupState& g);
-  void allocate(GroupState& g);
+  virtual void allocate(GroupState& g);
   // The engine no longer drives the model: a model that outlives it runs plain LibTorch.
   virtual void detach() {}
 
@@ -64,6 +67,8 @@ class Stage {
   // (unused in this forward: on_unused). The engine frees the gradient afterwards.
   virtual void on_gradient(GroupState& g, std::size_t param, const at::Tensor& grad) = 0;
   virtual void on_unused(GroupState& g, std::size_t param) {}
+  // Backward is over and its reductions finished (stage 2 and 3) or launched.
+  virtual void end_backward() {}
   // Launches the reduction of bucket `bucket` of `g` once all its gradients are in.
   virtual PendingReduce reduce_bucket(GroupState& g, std::size_t bucket) = 0;
 
@@ -76,12 +81,25 @@ class Stage {
   // After the optimizer stepped every group: the new weights into every rank's parameters.
   virtual void publish_weights(std::vector<GroupState>& groups) = 0;
   void zero_gradients(GroupState& g);
+
+  // zerotrain::GatheredParameters: the parameters of `groups` among `params` (all of them
+  // when empty) hold their full values until end_user_gather. With `modifier_rank`, that
+  // rank's values (written in between) become every rank's, master weights included. Every
+  // rank calls both, with the same parameters. Returns a token for end_user_gather.
+  virtual std::vector<int> begin_user_gather(std::vector<GroupState>& groups, const std::vector<at::Tensor>& params) {
+    return {};
+  }
+  virtual void end_user_gather(std::vector<GroupState>& groups, const std::vector<int>& token,
+                               std::optional<int> modifier_rank);
   // The bytes of the parameters this rank holds for `g` (Engine::model_state_bytes).
   virtual int64_t param_nbytes(const GroupState& g) const;
+  virtual int64_t gathered_peak_nbytes() const { return 0; }
 
  protected:
   // The fp32 master copy, from the parameters (DeepSpeed's starts from the rounded 16-bit values).
   virtual void init_master(GroupState& g) = 0;
+  // The master weights (in place) from the parameters, after a user changed them.
+  virtual void refresh_master(GroupState& g) = 0;
   // Reductions average over the ranks. In 16 bits gradients are divided by the world size
   // before the sum, as DeepSpeed does: a backend that adds in fp16 would overflow on the
   // sum where the average fits. Returns the op to reduce with; divides `wire` if needed.

@@ -47,4 +47,6 @@ void Stage0::publish_weights(std::vector<GroupState>& groups) {
 
 void Stage0::init_master(GroupState& g) { g.master = g.flat.to(at::kFloat); }
 
+void Stage0::refresh_master(GroupState& g) { g.master.copy_(g.flat); }
+
 }  // namespace zerotrain::stages

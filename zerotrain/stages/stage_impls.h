@@ -16,6 +16,7 @@ class Stage0 final : public Stage {
 
  protected:
   void init_master(GroupState& g) override;
+  void refresh_master(GroupState& g) override;
 };
 
 // Stages 1 and 2: the optimizer steps this rank's chunk of every bucket.
@@ -27,6 +28,7 @@ class ShardedStage : public Stage {
 
  protected:
   void init_master(GroupState& g) override;
+  void refresh_master(GroupState& g) override;
 };
 
 class Stage1 final : public ShardedStage {
@@ -36,14 +38,14 @@ class Stage1 final : public ShardedStage {
   PendingReduce reduce_bucket(GroupState& g, std::size_t bucket) override;
 };
 
-class Stage2 final : public ShardedStage {
+class Stage2 : public ShardedStage {
  public:
   using ShardedStage::ShardedStage;
   void on_gradient(GroupState& g, std::size_t param, const at::Tensor& grad) override;
   void on_unused(GroupState& g, std::size_t param) override;
   PendingReduce reduce_bucket(GroupState& g, std::size_t bucket) override;
 
- private:
+ protected:
   at::Tensor& staging_for(GroupState& g, std::size_t bucket);
 };
 

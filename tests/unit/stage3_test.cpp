@@ -1,0 +1,252 @@
+// ZeRO stage 3: parameters sharded per unit, gathered for each unit's forward and backward
+// and released after. The parity matrix against plain single-process LibTorch (and so
+// against stages 0-2, which match it too), shared and reused parameters, frozen and unused
+// ones, eval forward, a data-dependent branch, GatheredParameters, and the memory it holds.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <functional>
+#include <thread>
+
+#include "tests/support/stage3_models.h"
+#include "zerotrain/engine/engine.h"
+
+namespace comm = zerotrain::comm;
+
+namespace {
+
+using namespace zerotrain::test;
+
+// parity_config at stage 3, every parameter sharded (none small enough to stay resident).
+zerotrain::Config stage3_config(const ParityCase& c, const std::string& extra = "") {
+  std::string json = R"({"train_batch_size": 16, "gradient_accumulation_steps": )" + std::to_string(c.accumulation) +
+                     R"(, "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.0}},
+                     "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0, "overlap_comm": )" +
+                     (c.overlap ? "true" : "false") + extra + "}";
+  if (c.clip > 0) json += R"(, "gradient_clipping": )" + std::to_string(c.clip);
+  if (c.dtype == "bf16") json += R"(, "bf16": {"enabled": true})";
+  if (c.dtype == "fp16") json += R"(, "fp16": {"enabled": true, "loss_scale": )" + std::to_string(kParityLossScale) + "}";
+  return zerotrain::Config::from_string(json + "}");
+}
+
+// Runs `body(rank, communicator)` on world_size threads; returns each rank's error ("" if none).
+std::vector<std::string> on_ranks(int world_size, const std::function<void(int, comm::Communicator&)>& body) {
+  auto world = comm::Communicator::make_thread_world(world_size);
+  std::vector<std::string> errors(world_size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world_size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        body(r, world[r]);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+std::vector<torch::Tensor> gathered_copy(zerotrain::Engine& engine, torch::nn::Module& net) {
+  zerotrain::GatheredParameters full(engine);
+  std::vector<torch::Tensor> out;
+  for (auto& p : net.parameters()) out.push_back(p.detach().clone());
+  full.close();
+  return out;
+}
+
+std::string name_of(const ParityCase& c) {
+  return "ws" + std::to_string(c.world_size) + "_gas" + std::to_string(c.accumulation) + (c.clip > 0 ? "_clip" : "") +
+         (c.overlap ? "" : "_nooverlap") + (c.freeze ? "_frozen" : "") + (c.dtype == "fp32" ? "" : "_" + c.dtype);
+}
+
+class Stage3Parity : public ::testing::TestWithParam<ParityCase> {};
+
+TEST_P(Stage3Parity, SameParametersAsSingleProcessTraining) {
+  const ParityCase c = GetParam();
+  const ParityData data = make_parity_data();
+  const auto want = parity_reference(c, data);
+  std::vector<ShardedParityNet> nets;
+  for (int r = 0; r < c.world_size; ++r) nets.push_back(make_sharded_parity_net(c.freeze));
+  std::vector<std::vector<torch::Tensor>> got(c.world_size);
+  const auto errors = on_ranks(c.world_size, [&](int r, comm::Communicator& comm) {
+    auto engine = zerotrain::initialize(nets[r].ptr(), stage3_config(c), {.comm = comm});
+    for (int s = 0; s < kSteps; ++s) {
+      for (int k = 0; k < c.accumulation; ++k) {
+        auto x = rank_rows(data.x[s], c, r, k), y = rank_rows(data.y[s], c, r, k);
+        engine.backward(torch::mse_loss(nets[r]->forward(x.to(engine.model_dtype())).to(torch::kFloat), y));
+        engine.step();
+      }
+    }
+    EXPECT_EQ(engine.global_steps(), kSteps);
+    got[r] = gathered_copy(engine, *nets[r]);
+  });
+  for (int r = 0; r < c.world_size; ++r) {
+    ASSERT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_LE(max_difference(got[r], want), parity_tolerance(c)) << "rank " << r;
+  }
+}
+
+std::vector<ParityCase> parity_cases() {
+  std::vector<ParityCase> cases;
+  for (int ws : {1, 2, 4}) {
+    for (int gas : {1, 2, 4}) cases.push_back({3, ws, gas});
+  }
+  cases.push_back({3, 2, 2, /*clip=*/0.05});
+  cases.push_back({3, 2, 2, 0.0, /*overlap=*/false});
+  cases.push_back({3, 4, 1, 0.0, true, /*freeze=*/true});
+  for (const char* dtype : {"bf16", "fp16"}) {
+    for (int ws : {1, 2, 4}) cases.push_back({3, ws, 1, 0.0, true, false, dtype});
+    cases.push_back({3, 4, 2, 0.0, true, false, dtype});
+    cases.push_back({3, 2, 2, 0.05, true, false, dtype});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, Stage3Parity, ::testing::ValuesIn(parity_cases()),
+                         [](const auto& info) { return name_of(info.param); });
+
+// SharingNet trained plainly (its Sharded wrappers pass through without an engine) and at
+// stage 3 on 2 ranks must agree: tied weights, a unit run twice, a parameterless unit and a
+// branch taken on odd steps only.
+TEST(Stage3, SharedReusedParameterlessAndBranchingUnits) {
+  constexpr int kWorld = 2, kStepsHere = 8;
+  torch::manual_seed(11);
+  const auto x = torch::randn({kStepsHere, 8, 8}), y = torch::randn({kStepsHere, 8, 8});
+  auto make = [] {
+    torch::manual_seed(5);
+    return SharingNet();
+  };
+  SharingNet plain = make();
+  std::vector<torch::Tensor> trainable;
+  for (auto& p : plain->parameters()) trainable.push_back(p);   // the tied weight twice: dedupe
+  std::vector<torch::Tensor> unique;
+  for (auto& p : trainable) {
+    bool dup = false;
+    for (auto& q : unique) dup = dup || q.is_same(p);
+    if (!dup) unique.push_back(p);
+  }
+  torch::optim::AdamW opt(unique, torch::optim::AdamWOptions(0.01).weight_decay(0.0));
+  for (int s = 0; s < kStepsHere; ++s) {
+    opt.zero_grad();
+    torch::mse_loss(plain->forward(x[s], s % 2 == 1), y[s]).backward();
+    // The engine steps an unused parameter with a zero gradient (as DeepSpeed's flat
+    // buffers do); torch's AdamW would skip it.
+    for (auto& p : unique) {
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    }
+    opt.step();
+  }
+  std::vector<SharingNet> nets{make(), make()};
+  std::vector<std::vector<torch::Tensor>> got(kWorld);
+  const ParityCase c{3, kWorld, 1};
+  const auto errors = on_ranks(kWorld, [&](int r, comm::Communicator& comm) {
+    auto config = zerotrain::Config::from_string(
+        R"({"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.0}},
+            "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}})");
+    auto engine = zerotrain::initialize(nets[r].ptr(), config, {.comm = comm});
+    for (int s = 0; s < kStepsHere; ++s) {
+      auto rows = x[s].narrow(0, r * 4, 4), targets = y[s].narrow(0, r * 4, 4);
+      engine.backward(torch::mse_loss(nets[r]->forward(rows, s % 2 == 1), targets));
+      engine.step();
+      // Outside a forward every unit is back to its shard.
+      EXPECT_EQ(nets[r]->embed->inner->weight.storage().nbytes(), 0u) << "step " << s;
+      EXPECT_EQ(nets[r]->block->inner->weight.storage().nbytes(), 0u) << "step " << s;
+    }
+    got[r] = gathered_copy(engine, *nets[r]);
+  });
+  std::vector<torch::Tensor> want;
+  for (auto& p : plain->parameters()) want.push_back(p.detach().clone());
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_LE(max_difference(got[r], want), kParityTolerance) << "rank " << r;
+  }
+}
+
+// An eval forward without gradients gathers and releases, arms nothing, and gives the
+// outputs of the same weights run plainly.
+TEST(Stage3, EvalForwardGathersWithoutArmingBackward) {
+  const ParityCase c{3, 2, 1};
+  std::vector<ShardedParityNet> nets{make_sharded_parity_net(false), make_sharded_parity_net(false)};
+  ShardedParityNet plain = make_sharded_parity_net(false);
+  torch::manual_seed(3);
+  const auto x = torch::randn({4, 8});
+  torch::Tensor want;
+  {
+    torch::NoGradGuard no_grad;
+    want = plain->forward(x);
+  }
+  const auto errors = on_ranks(2, [&](int r, comm::Communicator& comm) {
+    auto engine = zerotrain::initialize(nets[r].ptr(), stage3_config(c), {.comm = comm});
+    engine.eval();
+    torch::NoGradGuard no_grad;
+    const auto out = nets[r]->forward(x);
+    EXPECT_FALSE(out.requires_grad());
+    EXPECT_LE((out - want).abs().max().item<double>(), 1e-6);
+    EXPECT_EQ(nets[r]->fc1->inner->weight.storage().nbytes(), 0u);
+    EXPECT_EQ(engine.model_state_bytes().gathered_peak, (16 * 8 + 16) * 4);   // the larger unit, fc1
+  });
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+}
+
+// GatheredParameters with a modifier: rank 0's writes become every rank's parameters and
+// master weights, so the next steps train from them.
+TEST(Stage3, GatheredParametersWithModifierRankScattersWrites) {
+  const ParityCase c{3, 2, 1};
+  std::vector<ShardedParityNet> nets{make_sharded_parity_net(false), make_sharded_parity_net(false)};
+  const ParityData data = make_parity_data();
+  std::vector<std::vector<torch::Tensor>> got(2);
+  const auto errors = on_ranks(2, [&](int r, comm::Communicator& comm) {
+    auto engine = zerotrain::initialize(nets[r].ptr(), stage3_config(c), {.comm = comm});
+    {
+      zerotrain::GatheredParameters full(engine, {nets[r]->fc1->inner->weight}, /*modifier_rank=*/0);
+      torch::NoGradGuard no_grad;
+      if (r == 0) nets[r]->fc1->inner->weight.fill_(0.25);
+    }
+    got[r] = gathered_copy(engine, *nets[r]);
+    // Without a modifier, writes stay local and are not scattered (as in DeepSpeed).
+    {
+      zerotrain::GatheredParameters full(engine, {nets[r]->fc2->inner->bias});
+      EXPECT_EQ(nets[r]->fc2->inner->bias.storage().nbytes() > 0, true);
+    }
+    EXPECT_EQ(nets[r]->fc2->inner->bias.storage().nbytes(), 0u);
+    engine.backward(torch::mse_loss(nets[r]->forward(rank_rows(data.x[0], c, r, 0)), rank_rows(data.y[0], c, r, 0)));
+    engine.step();
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_TRUE(torch::all(got[r][0] == 0.25).item<bool>()) << "rank " << r;
+  }
+}
+
+// Model states per rank: the shards only, (4 master + 4 gradients + 8 Adam) bytes per
+// element in fp32, where the master is the parameter shard; no parameter bytes.
+TEST(Stage3, ModelStatesAreShards) {
+  for (int ws : {2, 4}) {
+    const ParityCase c{3, ws, 1};
+    std::vector<ShardedParityNet> nets;
+    for (int r = 0; r < ws; ++r) nets.push_back(make_sharded_parity_net(false));
+    const ParityData data = make_parity_data();
+    std::vector<zerotrain::ModelStateBytes> bytes(ws);
+    const auto errors = on_ranks(ws, [&](int r, comm::Communicator& comm) {
+      auto engine = zerotrain::initialize(nets[r].ptr(), stage3_config(c), {.comm = comm});
+      engine.backward(torch::mse_loss(nets[r]->forward(rank_rows(data.x[0], c, r, 0)), rank_rows(data.y[0], c, r, 0)));
+      engine.step();
+      bytes[r] = engine.model_state_bytes();
+    });
+    // Units fc1 (144), fc2 (68), unused (6): each split over the ranks.
+    int64_t total_shard = 0;
+    for (int r = 0; r < ws; ++r) {
+      ASSERT_EQ(errors[r], "") << "rank " << r;
+      EXPECT_EQ(bytes[r].params, 0);
+      EXPECT_EQ(bytes[r].master, bytes[r].grads);
+      EXPECT_EQ(bytes[r].optimizer, 2 * bytes[r].master);
+      total_shard += bytes[r].master / 4;
+      // One unit at a time: fc1 is the largest.
+      EXPECT_EQ(bytes[r].gathered_peak, 144 * 4) << "world " << ws;
+    }
+    EXPECT_EQ(total_shard, 144 + 68 + 6) << "world " << ws;
+  }
+}
+
+}  // namespace

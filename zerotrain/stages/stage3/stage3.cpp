@@ -1,0 +1,291 @@
+#include "zerotrain/stages/stage3/stage3.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/nn/module.h>
+
+#include <numeric>
+
+#include "zerotrain/core/error.h"
+#include "zerotrain/core/logging.h"
+#include "zerotrain/stages/stage3/sharded.h"
+#include "zerotrain/stages/stage3/storage.h"
+
+namespace zerotrain::stages::stage3 {
+
+// What the Sharded modules hold: forwards to the stage while it lives.
+class Stage3::Hooks final : public UnitHooks {
+ public:
+  explicit Hooks(Stage3* stage) : stage_(stage) {}
+  void pre_forward(int unit) override {
+    if (stage_) stage_->pre_forward(unit);
+  }
+  void post_forward(int unit) override {
+    if (stage_) stage_->post_forward(unit);
+  }
+  void pre_backward(int unit) override {
+    if (stage_) stage_->pre_backward(unit);
+  }
+  Stage3* stage_;
+};
+
+Stage3::Stage3(StageTraits traits, StageContext context, Stage3Options options)
+    : Stage2(traits, std::move(context)), options_(options), hooks_(std::make_shared<Hooks>(this)) {}
+
+Stage3::~Stage3() { detach(); }
+
+void Stage3::attach(torch::nn::Module& model) {
+  map_ = find_units(model, options_.persistence);
+  units_.assign(map_.units.size(), {});
+  for (size_t u = 1; u < map_.units.size(); ++u) map_.units[u].module->attach(hooks_, static_cast<int>(u));
+  if (ctx_.comm.rank() != 0) return;
+  if (map_.units.size() == 1) {
+    ZT_LOG_INFO("ZeRO stage 3: the model has no zerotrain::Sharded units, so all its parameters form one unit "
+                "that stays gathered (optimizer states and gradients are still sharded); wrap its blocks in "
+                "zerotrain::Sharded<...> or use zerotrain::wrap_sequential to shard the parameters too");
+  } else {
+    ZT_LOG_INFO("ZeRO stage 3: ", map_.units.size() - 1, " units; ", map_.persistent_count,
+                " small parameters (", map_.persistent_numel, " elements) stay gathered");
+  }
+}
+
+void Stage3::detach() {
+  if (!hooks_) return;
+  hooks_->stage_ = nullptr;
+  for (size_t u = 1; u < map_.units.size(); ++u) map_.units[u].module->detach();
+  hooks_.reset();
+}
+
+void Stage3::arrange(GroupState& g, int64_t /*bucket_numel: a unit is a bucket*/) {
+  ZT_INTERNAL_ASSERT(g.index == stores_.size(), "groups arranged out of order");
+  GroupStore& store = stores_.emplace_back();
+  // The group's parameters in unit order (the resident unit first), model order within a unit.
+  std::vector<int> unit(g.params.size());
+  for (size_t i = 0; i < g.params.size(); ++i) unit[i] = map_.owner_of(g.params[i].unsafeGetTensorImpl());
+  std::vector<size_t> order(g.params.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return unit[a] < unit[b]; });
+  std::vector<at::Tensor> params;
+  std::vector<std::string> names;
+  std::vector<int64_t> numels;
+  for (size_t i : order) {
+    params.push_back(g.params[i]);
+    names.push_back(g.param_names[i]);
+    numels.push_back(g.params[i].numel());
+    store.unit_of_param.push_back(unit[i]);
+  }
+  g.params = std::move(params);
+  g.param_names = std::move(names);
+  // One bucket per unit, the last unit first (backward meets it first), the resident unit
+  // last: its gradients come from all over the backward.
+  std::vector<std::vector<size_t>> buckets;
+  for (size_t u = map_.units.size(); u-- > 0;) {
+    std::vector<size_t> members;
+    for (size_t i = 0; i < store.unit_of_param.size(); ++i) {
+      if (store.unit_of_param[i] == static_cast<int>(u)) members.push_back(i);
+    }
+    if (members.empty()) continue;
+    buckets.push_back(std::move(members));
+    store.unit_of_bucket.push_back(static_cast<int>(u));
+    units_[u].buckets.emplace_back(g.index, buckets.size() - 1);
+    units_[u].trainable += static_cast<int>(buckets.back().size());
+  }
+  // The resident unit must launch last whatever the order above gave.
+  g.layout = partition::GroupLayout(numels, buckets, ctx_.comm.world_size(), ctx_.comm.rank());
+  store.layout = g.layout;
+  for (size_t b = 0; b < g.layout.buckets().size(); ++b) units_[store.unit_of_bucket[b]].numel += g.layout.buckets()[b].flat.numel;
+}
+
+void Stage3::place(GroupState& g) {
+  GroupStore& store = stores_[g.index];
+  c10::NoGradGuard no_grad;
+  for (const auto& b : g.layout.buckets()) {
+    at::Tensor full = at::empty({b.flat.numel}, ctx_.dtypes.model);
+    for (size_t i : b.params) {
+      const auto r = g.layout.param(i);
+      auto view = full.narrow(0, r.offset - b.flat.offset, r.numel);
+      view.copy_(g.params[i].detach().reshape(-1));
+      g.params[i].set_data(view.view(g.params[i].sizes()));
+    }
+    // Every rank starts from rank 0's weights, as DeepSpeed's engine broadcasts them.
+    ctx_.comm.broadcast(full, 0).wait();
+    store.full.push_back(std::move(full));
+  }
+  if (ctx_.dtypes.half()) {
+    store.param_shard = at::empty({g.layout.shard_numel()}, ctx_.dtypes.model);
+    for (size_t k = 0; k < g.layout.buckets().size(); ++k) {
+      const auto& b = g.layout.buckets()[k];
+      store.param_shard.narrow(0, b.shard_offset, b.chunk.numel).copy_(store.full[k].narrow(0, b.chunk.offset, b.chunk.numel));
+    }
+  }
+  // Gathered while it is set up (the model arrived whole); counted from now on.
+  for (size_t k = 0; k < store.unit_of_bucket.size(); ++k) {
+    const int u = store.unit_of_bucket[k];
+    if (u != 0 && !units_[u].gathered) gathered_numel_ += units_[u].numel;
+    units_[u].gathered = true;
+  }
+}
+
+void Stage3::init_master(GroupState& g) {
+  g.master = at::empty({g.layout.shard_numel()}, at::kFloat);
+  for (size_t k = 0; k < g.layout.buckets().size(); ++k) shard_from_full(g.master, g.index, k);
+}
+
+void Stage3::refresh_master(GroupState& g) {
+  for (size_t k = 0; k < g.layout.buckets().size(); ++k) {
+    if (units_[stores_[g.index].unit_of_bucket[k]].gathered) shard_from_full(g.master, g.index, k);
+  }
+}
+
+void Stage3::shard_from_full(at::Tensor& master, std::size_t group, std::size_t bucket) {
+  GroupStore& store = stores_[group];
+  const auto& b = store.layout.buckets()[bucket];
+  const at::Tensor mine = store.full[bucket].narrow(0, b.chunk.offset, b.chunk.numel);
+  master.narrow(0, b.shard_offset, b.chunk.numel).copy_(mine);
+  if (store.param_shard.defined() && !store.param_shard.is_same(master)) {
+    store.param_shard.narrow(0, b.shard_offset, b.chunk.numel).copy_(mine);
+  }
+}
+
+std::vector<int> Stage3::begin_user_gather(std::vector<GroupState>& groups, const std::vector<at::Tensor>& params) {
+  std::vector<bool> wanted(units_.size(), params.empty());
+  for (const auto& p : params) wanted[map_.owner_of(p.unsafeGetTensorImpl())] = true;
+  std::vector<int> token;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (!wanted[u]) continue;
+    gather(static_cast<int>(u));
+    ++units_[u].active;
+    token.push_back(static_cast<int>(u));
+  }
+  return token;
+}
+
+void Stage3::end_user_gather(std::vector<GroupState>& groups, const std::vector<int>& token,
+                             std::optional<int> modifier_rank) {
+  if (modifier_rank) {
+    for (int u : token) {
+      for (const auto& [gi, bi] : units_[u].buckets) {
+        ctx_.comm.broadcast(stores_[gi].full[bi], *modifier_rank).wait();
+        shard_from_full(groups[gi].master, gi, bi);
+      }
+    }
+  }
+  for (int u : token) {
+    --units_[u].active;
+    release(u);
+  }
+}
+
+void Stage3::allocate(GroupState& g) {
+  Stage::allocate(g);
+  GroupStore& store = stores_[g.index];
+  // In fp32 the optimizer's master shard is the parameter shard: gathers read the weights it
+  // has just stepped, and no second copy exists.
+  if (!ctx_.dtypes.half()) store.param_shard = g.master.defined() ? g.master : at::empty({0}, at::kFloat);
+  // The group is set up: its units go back to their shards, once all their groups are.
+  for (int u : store.unit_of_bucket) {
+    if (u == 0 || !units_[u].gathered) continue;
+    bool all_placed = true;
+    for (const auto& [gi, bi] : units_[u].buckets) all_placed = all_placed && gi <= g.index;
+    if (all_placed) release(u);
+  }
+}
+
+void Stage3::gather(int unit) {
+  UnitState& u = units_[unit];
+  if (u.gathered) return;
+  std::vector<comm::Work> works;
+  for (const auto& [gi, bi] : u.buckets) {
+    GroupStore& store = stores_[gi];
+    const auto& b = store.layout.buckets()[bi];
+    allocate_storage(store.full[bi]);
+    works.push_back(ctx_.comm.all_gather(store.param_shard.narrow(0, b.shard_offset, b.chunk.numel), store.full[bi]));
+  }
+  std::vector<comm::Work*> pending;
+  for (auto& w : works) pending.push_back(&w);
+  comm::wait_all(pending);
+  u.gathered = true;
+  gathered_numel_ += u.numel;
+  peak_gathered_numel_ = std::max(peak_gathered_numel_, gathered_numel_);
+}
+
+void Stage3::release(int unit) {
+  UnitState& u = units_[unit];
+  if (unit == 0 || !u.gathered || u.active > 0) return;
+  for (const auto& [gi, bi] : u.buckets) free_storage(stores_[gi].full[bi]);
+  u.gathered = false;
+  gathered_numel_ -= u.numel;
+}
+
+void Stage3::pre_forward(int unit) {
+  for (int v : map_.units[unit].uses) {
+    gather(v);
+    ++units_[v].active;
+  }
+}
+
+void Stage3::post_forward(int unit) {
+  for (int v : map_.units[unit].uses) {
+    --units_[v].active;
+    release(v);
+  }
+}
+
+void Stage3::pre_backward(int unit) {
+  for (int v : map_.units[unit].uses) gather(v);
+}
+
+void Stage3::begin_backward() {
+  for (UnitState& u : units_) u.pending = u.trainable;
+}
+
+void Stage3::gradient_done(std::size_t group, std::size_t param) {
+  const int unit = stores_[group].unit_of_param[param];
+  // All of the unit's gradients are in: its backward is over, so its full parameters go
+  // (their gradients wait in the staging bucket for the reduce-scatter).
+  if (--units_[unit].pending == 0) release(unit);
+}
+
+void Stage3::on_gradient(GroupState& g, std::size_t param, const at::Tensor& grad) {
+  Stage2::on_gradient(g, param, grad);
+  gradient_done(g.index, param);
+}
+
+void Stage3::on_unused(GroupState& g, std::size_t param) {
+  Stage2::on_unused(g, param);
+  gradient_done(g.index, param);
+}
+
+void Stage3::end_backward() {
+  // A unit gathered for a backward that brought none of its gradients (frozen, or used
+  // without a gradient) goes too.
+  for (size_t u = 1; u < units_.size(); ++u) release(static_cast<int>(u));
+}
+
+void Stage3::publish_weights(std::vector<GroupState>& groups) {
+  if (ctx_.dtypes.half()) {
+    for (GroupState& g : groups) stores_[g.index].param_shard.copy_(g.master);
+  }
+  // The resident unit is gathered again now; the others when they are next used.
+  UnitState& resident = units_[0];
+  std::vector<comm::Work> works;
+  for (const auto& [gi, bi] : resident.buckets) {
+    GroupStore& store = stores_[gi];
+    const auto& b = store.layout.buckets()[bi];
+    works.push_back(ctx_.comm.all_gather(store.param_shard.narrow(0, b.shard_offset, b.chunk.numel), store.full[bi]));
+  }
+  std::vector<comm::Work*> pending;
+  for (auto& w : works) pending.push_back(&w);
+  comm::wait_all(pending);
+}
+
+int64_t Stage3::param_nbytes(const GroupState& g) const {
+  const GroupStore& store = stores_[g.index];
+  int64_t nbytes = ctx_.dtypes.half() ? static_cast<int64_t>(store.param_shard.nbytes()) : 0;
+  for (size_t k = 0; k < store.unit_of_bucket.size(); ++k) {
+    if (store.unit_of_bucket[k] == 0) nbytes += static_cast<int64_t>(store.full[k].nbytes());
+  }
+  return nbytes;
+}
+
+}  // namespace zerotrain::stages::stage3

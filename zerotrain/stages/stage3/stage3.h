@@ -1,0 +1,89 @@
+// ZeRO stage 3 (docs/stage3.md): stage 2, and the parameters too live as shards, 1/N per
+// rank; a unit's full parameters exist only while it computes (zerotrain::Sharded marks
+// units). Each unit is one gradient bucket per parameter group: when all its gradients are
+// in, they are reduce-scattered into the shard and its full parameters are freed.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zerotrain/stages/stage3/unit_hooks.h"
+#include "zerotrain/stages/stage3/units.h"
+#include "zerotrain/stages/stage_impls.h"
+
+namespace zerotrain::stages::stage3 {
+
+struct Stage3Options {
+  PersistenceOptions persistence;
+};
+
+class Stage3 final : public Stage2 {
+ public:
+  Stage3(StageTraits traits, StageContext context, Stage3Options options);
+  ~Stage3() override;
+
+  void attach(torch::nn::Module& model) override;
+  void arrange(GroupState& g, int64_t bucket_numel) override;
+  void place(GroupState& g) override;
+  void allocate(GroupState& g) override;
+  void detach() override;
+
+  void begin_backward() override;
+  void on_gradient(GroupState& g, std::size_t param, const at::Tensor& grad) override;
+  void on_unused(GroupState& g, std::size_t param) override;
+  void end_backward() override;
+  void publish_weights(std::vector<GroupState>& groups) override;
+  int64_t param_nbytes(const GroupState& g) const override;
+  std::vector<int> begin_user_gather(std::vector<GroupState>& groups, const std::vector<at::Tensor>& params) override;
+  void end_user_gather(std::vector<GroupState>& groups, const std::vector<int>& token,
+                       std::optional<int> modifier_rank) override;
+
+  // The unit hooks (through a forwarding object the Sharded modules hold).
+  void pre_forward(int unit);
+  void post_forward(int unit);
+  void pre_backward(int unit);
+
+  int64_t gathered_peak_nbytes() const override {
+    return peak_gathered_numel_ * static_cast<int64_t>(c10::elementSize(ctx_.dtypes.model));
+  }
+
+ protected:
+  void init_master(GroupState& g) override;
+  void refresh_master(GroupState& g) override;
+
+ private:
+  struct GroupStore {
+    partition::GroupLayout layout;     // a copy of the group's
+    at::Tensor param_shard;            // (shard_numel,) model dtype; in fp32 the master itself
+    std::vector<at::Tensor> full;      // per bucket: (bucket numel,) model dtype, storage freed when released
+    std::vector<int> unit_of_bucket;
+    std::vector<int> unit_of_param;
+  };
+  struct UnitState {
+    std::vector<std::pair<std::size_t, std::size_t>> buckets;   // (group, bucket) it owns
+    int64_t numel = 0;
+    int trainable = 0;       // its parameters in the engine's groups
+    int pending = 0;         // this backward: those whose gradient has not come
+    int active = 0;          // forwards in progress that use it
+    bool gathered = false;
+  };
+  class Hooks;
+
+  void gather(int unit);
+  void release(int unit);
+  void gradient_done(std::size_t group, std::size_t param);
+  // The master weights (and a 16-bit parameter shard) of bucket `bucket` of `group` from its
+  // full parameters.
+  void shard_from_full(at::Tensor& master, std::size_t group, std::size_t bucket);
+
+  Stage3Options options_;
+  UnitMap map_;
+  std::vector<UnitState> units_;
+  std::vector<GroupStore> stores_;
+  std::shared_ptr<Hooks> hooks_;
+  int64_t gathered_numel_ = 0;
+  int64_t peak_gathered_numel_ = 0;
+};
+
+}  // namespace zerotrain::stages::stage3

@@ -1,0 +1,68 @@
+#include "zerotrain/stages/stage3/units.h"
+
+#include <torch/nn/module.h>
+
+#include <algorithm>
+
+#include "zerotrain/stages/stage3/sharded.h"
+
+namespace zerotrain::stages::stage3 {
+namespace {
+
+bool inside(const std::string& inner, const std::string& outer) {
+  return outer.empty() ? !inner.empty() : inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
+                                              inner[outer.size()] == '.';
+}
+
+}  // namespace
+
+UnitMap find_units(torch::nn::Module& model, const PersistenceOptions& options) {
+  UnitMap map;
+  map.units.push_back({});   // the resident unit
+  std::vector<int> depth{0};
+  const auto modules = model.named_modules("", /*include_self=*/true);
+  for (const auto& item : modules) {
+    auto* sharded = dynamic_cast<ShardedModule*>(item.value().get());
+    if (!sharded) continue;
+    int d = 1;
+    for (size_t u = 1; u < map.units.size(); ++u) d += inside(item.key(), map.units[u].name) ? 1 : 0;
+    map.units.push_back({item.key(), sharded, {}});
+    depth.push_back(d);
+  }
+  // Owners: the deepest unit holding the parameter, the first in module order among equals.
+  for (size_t u = 1; u < map.units.size(); ++u) {
+    for (const auto& p : map.units[u].module->parameters()) {
+      const c10::TensorImpl* key = p.unsafeGetTensorImpl();
+      auto it = map.owner.find(key);
+      if (it == map.owner.end() || depth[u] > depth[it->second]) map.owner[key] = static_cast<int>(u);
+    }
+  }
+  // Small parameters stay gathered: gathering them costs more than it saves (DeepSpeed's
+  // persistence), as long as all of them together stay under the model threshold.
+  std::vector<const c10::TensorImpl*> seen;
+  for (const auto& p : model.parameters()) {
+    const c10::TensorImpl* key = p.unsafeGetTensorImpl();
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+    seen.push_back(key);
+    auto it = map.owner.find(key);
+    if (it == map.owner.end()) continue;   // unit 0 already
+    if (p.numel() <= options.param_threshold && map.persistent_numel + p.numel() <= options.model_threshold) {
+      map.persistent_numel += p.numel();
+      ++map.persistent_count;
+      map.owner.erase(it);
+    }
+  }
+  // Uses: the owners of a unit's parameters, except units nested in it (they gather their own).
+  for (size_t u = 1; u < map.units.size(); ++u) {
+    Unit& unit = map.units[u];
+    unit.uses.push_back(static_cast<int>(u));
+    for (const auto& p : unit.module->parameters()) {
+      const int o = map.owner_of(p.unsafeGetTensorImpl());
+      if (o == 0 || inside(map.units[o].name, unit.name)) continue;
+      if (std::find(unit.uses.begin(), unit.uses.end(), o) == unit.uses.end()) unit.uses.push_back(o);
+    }
+  }
+  return map;
+}
+
+}  // namespace zerotrain::stages::stage3
