@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`zerotrain estimate --detailed` against what `zerotrain train` measures: the built-in GPT at
-ZeRO stages 0, 1 and 2 on 2 ranks, in fp32, bf16 and fp16. Predicted model-state bytes are compared
+ZeRO stages 0, 1, 2 and 3 on 2 ranks, in fp32, bf16 and fp16. Predicted model-state bytes are compared
 with the engine's model_state_bytes() and predicted peak RSS with getrusage's, on the rank
 holding the most. Prints a markdown table.
 
@@ -72,7 +72,7 @@ def main():
         for model_config, micro in CASES[args.cases]:
             prediction = predict(zt, model_config, micro)
             for precision in ("fp32", "bf16", "fp16"):
-                for stage in (0, 1, 2):
+                for stage in (0, 1, 2, 3):
                     row = next(r for r in prediction["rows"] if r["precision"] == precision and r["stage"] == stage
                                and not r["offload_optimizer"])
                     state, peak, baseline = measure(zt, out, model_config, micro, stage, precision, args.steps)

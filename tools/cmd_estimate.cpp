@@ -69,6 +69,10 @@ void add_setup_options(CLI::App* cmd, estimate::Setup& s, std::string& runtime_b
   cmd->add_option("--seq_len", s.seq_len, "Tokens per sample (gpt; default: the block size)");
   cmd->add_option("--reduce_bucket_size", s.reduce_bucket_size, "Elements per gradient bucket")->capture_default_str();
   cmd->add_flag("--overlap_comm", s.overlap_comm, "Two buckets in flight (DeepSpeed's double buffering)");
+  cmd->add_option("--param_persistence_threshold", s.param_persistence_threshold,
+                  "Stage 3: parameters this small stay gathered (stage3_param_persistence_threshold)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--runtime_bytes", runtime_bytes, "The runtime's own memory per rank (default 150MiB, measured)");
   cmd->add_flag("--activation_checkpointing", s.activation_checkpointing,
                 "Estimate with activation checkpointing (each block keeps only its input)");

@@ -57,6 +57,10 @@ int run_train(TrainOptions o) {
   auto comm = comm::Communicator::init(comm::options_from_config(config));
   o.args.world_size = comm.world_size();
   o.args.num_training_steps = o.max_steps;
+  // HF fills the ZeRO bucket sizes from the model's hidden size (stage 3's prefetch bucket
+  // and persistence threshold too); counted from --model_config without building the model.
+  const estimate::ModelShape shape = models::shape_of(o.model, o.model_config);
+  o.args.hidden_size = shape.gpt ? shape.gpt->n_embd : shape.mlp->n_hidden;
   config::resolve_auto(config, o.args);
 
   // The runtime's own memory (LibTorch, the communicator) before the model: what

@@ -1,7 +1,7 @@
 // The parity oracle across real processes: under `zerotrain launch`, every rank trains the
-// parity model with ZeRO stages 0, 1 and 2 (accumulation 2, one bucket per tensor) over the
-// launched backend, computes plain single-process training itself, and compares. Exits 0
-// when every stage matched on every rank.
+// parity model with ZeRO stages 0, 1, 2 (accumulation 2, one bucket per tensor) and 3 (each
+// Linear a unit) over the launched backend, computes plain single-process training itself,
+// and compares. Exits 0 when every stage matched on every rank.
 //
 //   engine_check [fp32|bf16|fp16]
 // In fp16 it also makes the last rank's gradient inf at one step and checks that every
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tests/support/parity_model.h"
+#include "tests/support/stage3_models.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/engine/engine.h"
 
@@ -18,7 +19,8 @@ using namespace zerotrain::test;
 
 namespace {
 
-void train_step(zerotrain::Engine& engine, ParityNet& net, const ParityData& data, const ParityCase& c, int rank,
+template <class Net>
+void train_step(zerotrain::Engine& engine, Net& net, const ParityData& data, const ParityCase& c, int rank,
                 int step) {
   for (int k = 0; k < c.accumulation; ++k) {
     auto x = rank_rows(data.x[step], c, rank, k).to(engine.model_dtype());
@@ -27,7 +29,8 @@ void train_step(zerotrain::Engine& engine, ParityNet& net, const ParityData& dat
   }
 }
 
-std::vector<torch::Tensor> parameters_of(ParityNet& net) {
+template <class Net>
+std::vector<torch::Tensor> parameters_of(Net& net) {
   std::vector<torch::Tensor> out;
   for (auto& p : net->parameters()) out.push_back(p.detach().clone());
   return out;
@@ -87,12 +90,21 @@ int main(int argc, char** argv) {
     auto comm = zerotrain::comm::Communicator::init();
     const ParityData data = make_parity_data();
     int failures = 0;
-    for (int stage : {0, 1, 2}) {
+    for (int stage : {0, 1, 2, 3}) {
       const ParityCase c{stage, comm.world_size(), 2, 0.0, true, false, dtype};
-      ParityNet net = make_parity_net(false);
-      auto engine = zerotrain::initialize(net.ptr(), parity_config(c), {.comm = comm});
-      for (int s = 0; s < kSteps; ++s) train_step(engine, net, data, c, comm.rank(), s);
-      const double diff = max_difference(parameters_of(net), parity_reference(c, data));
+      double diff = 0;
+      if (stage < 3) {
+        ParityNet net = make_parity_net(false);
+        auto engine = zerotrain::initialize(net.ptr(), parity_config(c), {.comm = comm});
+        for (int s = 0; s < kSteps; ++s) train_step(engine, net, data, c, comm.rank(), s);
+        diff = max_difference(parameters_of(net), parity_reference(c, data));
+      } else {
+        ShardedParityNet net = make_sharded_parity_net(false);
+        auto engine = zerotrain::initialize(net.ptr(), parity_config(c), {.comm = comm});
+        for (int s = 0; s < kSteps; ++s) train_step(engine, net, data, c, comm.rank(), s);
+        zerotrain::GatheredParameters full(engine);
+        diff = max_difference(parameters_of(net), parity_reference(c, data));
+      }
       if (!(diff <= parity_tolerance(c))) {
         ++failures;
         std::cerr << "stage " << stage << " " << dtype << ": parameters differ from single-process training by "
@@ -104,7 +116,7 @@ int main(int argc, char** argv) {
     comm.all_reduce(all).wait();
     if (comm.rank() == 0) {
       std::cout << "engine_check: " << zerotrain::comm::to_string(comm.backend()) << " world " << comm.world_size()
-                << " " << dtype << ": stages 0, 1, 2 " << (all.item<int64_t>() == 0 ? "match" : "DIFFER")
+                << " " << dtype << ": stages 0, 1, 2, 3 " << (all.item<int64_t>() == 0 ? "match" : "DIFFER")
                 << (dtype == "fp16" ? ", an overflow on one rank is skipped by all" : "") << std::endl;
     }
     return all.item<int64_t>() == 0 ? 0 : 1;

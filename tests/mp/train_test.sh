@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `zerotrain train` end to end: world 1 with accumulation 4, world 2 with accumulation 2 and
 # world 4 with accumulation 1 see the same global batches, so their metrics files must log
-# the same losses (stage 2, and stage 0 at world 2); and the loss must fall. At world 2,
+# the same losses (stage 2, stage 0 at world 2, stage 3 at world 2 and 4); and the loss must
+# fall, also with the HF guide's stage-3 config as it is. At world 2,
 # --bf16 and --fp16 (the config's "auto" fp16/bf16 blocks) must log the fp32 losses within
 # 1% at every logged step (measured: 0.02% after 30 steps).
 #
@@ -12,6 +13,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 config="$ROOT/examples/ds_config_train_zero2.json"
 sed 's/"stage": 2/"stage": 0/' "$config" >"$out/zero0.json"
+sed 's/"stage": 2/"stage": 3, "stage3_param_persistence_threshold": 0/' "$config" >"$out/zero3.json"
 
 train() {  # train NAME NPROC ACCUMULATION CONFIG [FLAGS...]
   local name=$1 nproc=$2 accumulation=$3 config=$4
@@ -26,6 +28,10 @@ train ws1 1 4 "$config"
 train ws2 2 2 "$config"
 train ws4 4 1 "$config"
 train ws2_stage0 2 2 "$out/zero0.json"
+train ws2_stage3 2 2 "$out/zero3.json"
+train ws4_stage3 4 1 "$out/zero3.json"
+# The HF guide's stage-3 config, "auto" values and all, as it is.
+train ws2_guide_zero3 2 1 "$ROOT/examples/ds_config_zero3.json" --bf16
 train ws2_bf16 2 2 "$config" --bf16
 train ws2_fp16 2 2 "$config" --fp16
 
@@ -41,8 +47,9 @@ def losses(name):
         assert key in steps[0], f"{name}: metrics lack {key}"
     return [r["loss"] for r in steps]
 base = losses("ws1")
-assert base[-1] < 0.75 * base[0], f"the loss did not fall: {base}"
-for other in ("ws2", "ws4", "ws2_stage0"):
+# GPT-2's initialisation and tied head (4.73 -> 3.66 over these 30 steps, measured).
+assert base[-1] < 0.8 * base[0], f"the loss did not fall: {base}"
+for other in ("ws2", "ws4", "ws2_stage0", "ws2_stage3", "ws4_stage3"):
     got = losses(other)
     worst = max(abs(a - b) for a, b in zip(base, got))
     assert len(got) == len(base) and worst < 1e-4, f"{other} differs from ws1 by {worst}: {got} vs {base}"
@@ -52,7 +59,9 @@ for half in ("ws2_bf16", "ws2_fp16"):
     worst = max(abs(a - b) / b for a, b in zip(got, fp32))
     assert len(got) == len(fp32) and worst < 0.01, f"{half} is {worst:.2%} from fp32: {got} vs {fp32}"
     print(f"ok: {half} within {worst:.3%} of fp32")
+guide = losses("ws2_guide_zero3")
+assert guide[-1] < 0.8 * guide[0], f"the guide's stage-3 config: the loss did not fall: {guide}"
 rows = [json.loads(l) for l in open(f"{out}/ws2_fp16.jsonl")]
 assert rows[0]["loss_scale"] == 65536, f"fp16 loss scale {rows[0]['loss_scale']}, want 2^16 from the config"
-print(f"ok: losses {base[0]:.3f} -> {base[-1]:.3f}, identical at world 1, 2, 4 and stages 0, 2")
+print(f"ok: losses {base[0]:.3f} -> {base[-1]:.3f}, identical at world 1, 2, 4 and stages 0, 2, 3")
 PY

@@ -124,7 +124,9 @@ inline Config parity_config(const ParityCase& c) {
   std::string json = R"({"train_batch_size": 16, "gradient_accumulation_steps": )" + std::to_string(c.accumulation) +
                      R"(, "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.0}},
                      "zero_optimization": {"stage": )" + std::to_string(c.stage) +
-                     R"(, "reduce_bucket_size": 50, "overlap_comm": )" + (c.overlap ? "true" : "false") + "}";
+                     R"(, "reduce_bucket_size": 50, "overlap_comm": )" + (c.overlap ? "true" : "false") +
+                     // Stage 3: every parameter sharded, none small enough to stay gathered.
+                     (c.stage == 3 ? R"(, "stage3_param_persistence_threshold": 0)" : "") + "}";
   if (c.clip > 0) json += R"(, "gradient_clipping": )" + std::to_string(c.clip);
   if (c.dtype == "bf16") json += R"(, "bf16": {"enabled": true})";
   if (c.dtype == "fp16") json += R"(, "fp16": {"enabled": true, "loss_scale": )" + std::to_string(kParityLossScale) + "}";

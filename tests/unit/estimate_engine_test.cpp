@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "tests/support/parity_model.h"
+#include "tests/support/stage3_models.h"
 #include "zerotrain/engine/engine.h"
 #include "zerotrain/estimate/detailed.h"
 #include "zerotrain/models/models.h"
@@ -85,6 +86,68 @@ std::vector<Case> cases() {
 INSTANTIATE_TEST_SUITE_P(StagesAndPrecisions, EstimateMatchesEngine, ::testing::ValuesIn(cases()),
                          [](const auto& info) {
                            return "stage" + std::to_string(info.param.stage) + "_" + ze::to_string(info.param.precision) +
+                                  (info.param.overlap ? "_overlap" : "");
+                         });
+
+// Stage 3 on the parity net with each Linear a unit, nothing resident: the estimate lays the
+// units out as the engine does (stages/unit_plan.h), and its gathered unit is the engine's
+// measured peak of gathered parameters.
+class EstimateMatchesEngineStage3 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(EstimateMatchesEngineStage3, ModelStateBytesAndGatheredPerRank) {
+  const Case c = GetParam();
+  constexpr int kWorld = 2;
+  const char* block = c.precision == ze::Precision::kBf16   ? R"(, "bf16": {"enabled": true})"
+                      : c.precision == ze::Precision::kFp16 ? R"(, "fp16": {"enabled": true, "initial_scale_power": 8})"
+                                                            : "";
+  const auto config = zerotrain::Config::from_string(
+      R"({"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.01}},
+          "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0, "overlap_comm": )" +
+      std::string(c.overlap ? "true" : "false") + "}" + block + "}");
+  std::vector<ShardedParityNet> nets;
+  for (int r = 0; r < kWorld; ++r) {
+    nets.push_back(make_sharded_parity_net(false));
+    for (auto& p : nets.back()->unused->parameters()) p.set_requires_grad(false);
+  }
+  ze::Setup setup;
+  setup.world_size = kWorld;
+  setup.stage = 3;
+  setup.precision = c.precision;
+  setup.overlap_comm = c.overlap;
+  setup.param_persistence_threshold = 0;
+  const ze::ModelShape shape = zerotrain::models::shape_of(*nets[0], "sharded parity net");
+  const ze::Breakdown predicted = ze::estimate(shape, setup);
+  auto world = zerotrain::comm::Communicator::make_thread_world(kWorld);
+  std::vector<zerotrain::ModelStateBytes> measured(kWorld);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorld; ++r) {
+    threads.emplace_back([&, r] {
+      auto engine = zerotrain::initialize(nets[r].ptr(), config, {.comm = world[r]});
+      for (int step = 0; step < 2; ++step) {
+        auto x = torch::ones({4, 8}).to(engine.model_dtype());
+        engine.backward(nets[r]->forward(x).to(torch::kFloat).pow(2).mean());
+        engine.step();
+      }
+      measured[r] = engine.model_state_bytes();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(predicted.model_states(), std::max(measured[0].total(), measured[1].total()))
+      << "rank 0 " << measured[0].total() << ", rank 1 " << measured[1].total();
+  EXPECT_EQ(predicted.gathered, measured[0].gathered_peak);
+}
+
+std::vector<Case> stage3_cases() {
+  std::vector<Case> all;
+  for (auto p : {ze::Precision::kFp32, ze::Precision::kBf16, ze::Precision::kFp16}) {
+    for (bool overlap : {false, true}) all.push_back({3, p, overlap});
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, EstimateMatchesEngineStage3, ::testing::ValuesIn(stage3_cases()),
+                         [](const auto& info) {
+                           return std::string(ze::to_string(info.param.precision)) +
                                   (info.param.overlap ? "_overlap" : "");
                          });
 

@@ -8,6 +8,7 @@
 #include "zerotrain/core/error.h"
 #include "zerotrain/partition/layout.h"
 #include "zerotrain/stages/plan.h"
+#include "zerotrain/stages/unit_plan.h"
 
 namespace zerotrain::estimate {
 namespace {
@@ -39,20 +40,48 @@ int64_t staging_peak(const partition::GroupLayout& layout, int64_t element_bytes
   return peak;
 }
 
+// The group's layout as the engine builds it: buckets by size, or at stage 3 one per unit.
+struct RankLayout {
+  partition::GroupLayout layout;
+  int64_t resident_numel = 0;
+  int64_t largest_unit_numel = 0;
+};
+
+RankLayout layout_of(const ModelShape& model, const Setup& s, const stages::StageTraits& stage, int rank) {
+  if (!stage.shards_parameters) {
+    return {partition::GroupLayout(model.param_numels, std::max<int64_t>(1, s.reduce_bucket_size), s.world_size, rank)};
+  }
+  // A model known by its counts only (--params) is taken as DeepSpeed's estimator takes it:
+  // all sharded, its largest layer gathered at a time.
+  const bool counts_only = model.param_units.empty();
+  std::vector<int> units = model.param_units;
+  units.resize(model.param_numels.size(), counts_only ? 1 : 0);
+  stages::apply_persistence(model.param_numels, units, {s.param_persistence_threshold, s.model_persistence_threshold});
+  stages::UnitArrangement a = stages::arrange_units(model.param_numels, units, s.world_size, rank);
+  RankLayout r{a.layout};
+  for (size_t b = 0; b < a.layout.buckets().size(); ++b) {
+    const int64_t n = a.layout.buckets()[b].flat.numel;
+    if (a.unit_of_bucket[b] == 0) {
+      r.resident_numel += n;
+    } else {
+      r.largest_unit_numel = std::max(r.largest_unit_numel, n);
+    }
+  }
+  if (counts_only) r.largest_unit_numel = model.largest_layer_params;
+  return r;
+}
+
 Breakdown rank_states(const ModelShape& model, const Setup& s, int rank) {
-  const int64_t bucket = std::max<int64_t>(1, s.reduce_bucket_size);
-  const partition::GroupLayout layout(model.param_numels, bucket, s.world_size, rank);
+  const stages::StageTraits stage = stages::traits_of(s.stage);
+  const RankLayout rl = layout_of(model, s, stage, rank);
+  const partition::GroupLayout& layout = rl.layout;
   const int64_t p = bytes_of(s.precision), a = accum_bytes(s), c = bytes_of(s.precision);
   const bool half = s.precision != Precision::kFp32;
-  const stages::StageTraits stage = stages::traits_of(s.stage);
   // The engine's own plan of its buffers (stages/plan.h), counted in bytes.
-  const stages::GroupPlan plan = stages::plan_group(stage, layout, {half, a == kFp32, a == c});
+  const stages::GroupPlan plan = stages::plan_group(stage, layout, {half, a == kFp32, a == c}, rl.resident_numel);
   Breakdown b;
   b.params = plan.params_numel * p;
-  if (stage.shards_parameters) {
-    // Only the shard stays; the largest unit is gathered whole while it computes.
-    b.params = layout.shard_numel() * p + model.largest_layer_params * p;
-  }
+  b.gathered = rl.largest_unit_numel * p;   // a unit is gathered whole while it computes
   b.grads = (plan.grad_full_numel + plan.grad_shard_numel) * a;
   b.master = plan.master_numel * kFp32;
   b.optimizer = plan.optimizer_numel * kAdamBytes;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <climits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,9 @@ struct ModelShape {
   std::vector<int64_t> param_numels;   // trainable parameters in model order (the engine's layout)
   int64_t largest_layer_params = 0;    // the largest single module's own parameters
   int64_t frozen_params = 0;           // not trained, so not in param_numels; DeepSpeed counts them
+  // ZeRO-3 units: for each entry of param_numels, the zerotrain::Sharded unit that owns it
+  // (1, 2, ... in module order; 0: none). Empty: no units.
+  std::vector<int> param_units;
   std::optional<GptDims> gpt;
   std::optional<MlpDims> mlp;
   int64_t total_params() const;
@@ -44,6 +48,8 @@ struct Setup {
   int64_t micro_batch = 1;
   int64_t seq_len = 0;                  // 0: the model's block size
   bool activation_checkpointing = false;   // estimated; the engine does not checkpoint yet
+  int64_t param_persistence_threshold = 100000;   // stage 3: stage3_param_persistence_threshold
+  int64_t model_persistence_threshold = INT64_MAX;
   // The process's own memory before any model exists: LibTorch, its thread pools, the
   // communicator. Measured by `zerotrain train` as baseline_rss_bytes (docs/estimator.md).
   int64_t runtime_bytes = 0;
@@ -59,11 +65,12 @@ struct Breakdown {
   int64_t host = 0;          // of the above, what offload moves to host memory
   int64_t activations = 0;   // saved for backward, one micro-batch
   int64_t backward_transient = 0;   // the largest gradients alive at once during backward
+  int64_t gathered = 0;      // stage 3: the largest unit's full parameters, gathered while it computes
   int64_t runtime = 0;
-  bool implemented = true;   // false: the engine cannot run this setup yet (stage 3, offload)
+  bool implemented = true;   // false: the engine cannot run this setup yet (offload)
   int64_t model_states() const { return params + grads + master + optimizer + buffers; }
   // The high-water mark of the process's resident memory.
-  int64_t peak() const { return runtime + model_states() + activations + backward_transient; }
+  int64_t peak() const { return runtime + model_states() + gathered + activations + backward_transient; }
 };
 
 Breakdown estimate(const ModelShape& model, const Setup& setup);

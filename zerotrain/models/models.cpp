@@ -9,6 +9,8 @@
 
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/strings.h"
+#include "zerotrain/stages/stage3/sharded.h"
+#include "zerotrain/stages/stage3/units.h"
 
 namespace zerotrain::models {
 namespace {
@@ -68,6 +70,8 @@ struct MlpImpl : torch::nn::Module {
       width = f.at("n_hidden");
     }
     layers->push_back(torch::nn::Linear(width, f.at("n_out")));
+    // Each Linear a ZeRO-3 unit (a pass-through at stages 0-2).
+    layers = zerotrain::wrap_sequential(layers);
     register_module("layers", layers);
   }
   torch::nn::Sequential layers;
@@ -127,27 +131,50 @@ struct BlockImpl : torch::nn::Module {
 };
 TORCH_MODULE(Block);
 
+// The output projection, its weight the token embedding's (GPT-2 ties them).
+struct TiedHeadImpl : torch::nn::Module {
+  explicit TiedHeadImpl(torch::Tensor embedding) { weight = register_parameter("weight", std::move(embedding)); }
+  torch::Tensor forward(const torch::Tensor& x) { return torch::linear(x, weight); }
+  torch::Tensor weight;
+};
+TORCH_MODULE(TiedHead);
+
+// Each block, the token embedding and the head are ZeRO-3 units (pass-throughs at stages
+// 0-2); the position embedding and the last layer norm stay with the model.
 struct GptImpl : torch::nn::Module {
   explicit GptImpl(const Fields& f) {
     ZT_CHECK(f.at("n_embd") % f.at("n_head") == 0, UsageError, "--model_config: n_embd (", f.at("n_embd"),
              ") must be a multiple of n_head (", f.at("n_head"), ")");
-    wte = register_module("wte", torch::nn::Embedding(f.at("vocab_size"), f.at("n_embd")));
+    torch::nn::Embedding token_embedding(f.at("vocab_size"), f.at("n_embd"));
+    wte = register_module("wte", zerotrain::Sharded<torch::nn::Embedding>(token_embedding));
     wpe = register_module("wpe", torch::nn::Embedding(f.at("block_size"), f.at("n_embd")));
-    for (int64_t i = 0; i < f.at("n_layer"); ++i) blocks->push_back(Block(f.at("n_embd"), f.at("n_head")));
+    {
+      // GPT-2's initialisation: with the head tied to it, N(0, 1) embeddings would start the
+      // logits (and the loss) far too large.
+      torch::NoGradGuard no_grad;
+      token_embedding->weight.normal_(0.0, 0.02);
+      wpe->weight.normal_(0.0, 0.02);
+    }
+    for (int64_t i = 0; i < f.at("n_layer"); ++i) {
+      block_units.emplace_back(Block(f.at("n_embd"), f.at("n_head")));
+      blocks->push_back(block_units.back());
+    }
     register_module("blocks", blocks);
     ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({f.at("n_embd")})));
-    head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(f.at("n_embd"), f.at("vocab_size")).bias(false)));
+    head = register_module("head", zerotrain::Sharded<TiedHead>(TiedHead(token_embedding->weight)));
   }
   torch::Tensor forward(const torch::Tensor& tokens) {
     auto positions = torch::arange(tokens.size(1), torch::kLong);
     auto x = wte(tokens) + wpe(positions);
-    for (auto& block : *blocks) x = block->as<Block>()->forward(x);
+    for (auto& block : block_units) x = block(x);
     return head(ln_f(x));
   }
-  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
+  zerotrain::Sharded<torch::nn::Embedding> wte{nullptr};
+  torch::nn::Embedding wpe{nullptr};
   torch::nn::ModuleList blocks;
+  std::vector<zerotrain::Sharded<Block>> block_units;   // the modules in `blocks`
   torch::nn::LayerNorm ln_f{nullptr};
-  torch::nn::Linear head{nullptr};
+  zerotrain::Sharded<TiedHead> head{nullptr};
 };
 
 class Gpt final : public Model {
@@ -191,10 +218,13 @@ estimate::ModelShape shape_of(torch::nn::Module& module, std::string name) {
   estimate::ModelShape shape;
   shape.name = std::move(name);
   std::set<const void*> seen;
+  // ZeRO-3's units, before persistence (the estimate applies the config's threshold).
+  const auto units = stages::stage3::find_units(module, {.param_threshold = -1});
   for (const auto& p : module.parameters()) {
     if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
     if (p.requires_grad()) {
       shape.param_numels.push_back(p.numel());
+      shape.param_units.push_back(units.owner_of(p.unsafeGetTensorImpl()));
     } else {
       shape.frozen_params += p.numel();   // DeepSpeed's count includes them
     }
@@ -232,11 +262,17 @@ estimate::ModelShape shape_of(const std::string& name, const std::string& config
     const int64_t c = f.at("n_embd"), v = f.at("vocab_size"), t = f.at("block_size");
     ZT_CHECK(c % f.at("n_head") == 0, UsageError, "--model_config: n_embd (", c, ") must be a multiple of n_head (",
              f.at("n_head"), ")");
+    // ZeRO-3 units as GptImpl makes them: wte 1, the blocks 2.., the head (owning nothing).
     n = {v * c, t * c};
+    shape.param_units = {1, 0};
     for (int64_t layer = 0; layer < f.at("n_layer"); ++layer) {
-      for (int64_t numel : {c, c, 3 * c * c, 3 * c, c * c, c, c, c, 4 * c * c, 4 * c, 4 * c * c, c}) n.push_back(numel);
+      for (int64_t numel : {c, c, 3 * c * c, 3 * c, c * c, c, c, c, 4 * c * c, 4 * c, 4 * c * c, c}) {
+        n.push_back(numel);
+        shape.param_units.push_back(static_cast<int>(2 + layer));
+      }
     }
-    n.insert(n.end(), {c, c, v * c});
+    n.insert(n.end(), {c, c});   // ln_f; the head is the token embedding (tied)
+    shape.param_units.insert(shape.param_units.end(), {0, 0});
     shape.largest_layer_params = std::max({v * c, t * c, 4 * c * c + 4 * c, 4 * c * c + c});
     shape.gpt = estimate::GptDims{f.at("n_layer"), f.at("n_head"), c, v, t};
     shape.name = Gpt(f, /*build=*/false).describe();
@@ -247,10 +283,13 @@ estimate::ModelShape shape_of(const std::string& name, const std::string& config
     int64_t width = f.at("n_in");
     for (int64_t i = 0; i < f.at("n_layer"); ++i) {
       n.insert(n.end(), {f.at("n_hidden") * width, f.at("n_hidden")});
+      shape.param_units.insert(shape.param_units.end(), {static_cast<int>(i + 1), static_cast<int>(i + 1)});
       shape.largest_layer_params = std::max(shape.largest_layer_params, f.at("n_hidden") * width + f.at("n_hidden"));
       width = f.at("n_hidden");
     }
     n.insert(n.end(), {f.at("n_out") * width, f.at("n_out")});
+    const int last = static_cast<int>(f.at("n_layer") + 1);
+    shape.param_units.insert(shape.param_units.end(), {last, last});
     shape.largest_layer_params = std::max(shape.largest_layer_params, f.at("n_out") * width + f.at("n_out"));
     shape.mlp = estimate::MlpDims{f.at("n_in"), f.at("n_hidden"), f.at("n_layer"), f.at("n_out")};
     shape.name = Mlp(f, /*build=*/false).describe();

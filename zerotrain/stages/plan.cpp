@@ -2,10 +2,11 @@
 
 namespace zerotrain::stages {
 
-GroupPlan plan_group(const StageTraits& stage, const partition::GroupLayout& layout, const PlanDtypes& dtypes) {
+GroupPlan plan_group(const StageTraits& stage, const partition::GroupLayout& layout, const PlanDtypes& dtypes,
+                     int64_t resident_numel) {
   const int64_t full = layout.numel(), shard = layout.shard_numel();
   GroupPlan p;
-  p.params_numel = full;
+  p.params_numel = stage.shards_parameters ? resident_numel + (dtypes.half_model ? shard : 0) : full;
   p.grad_full_numel = stage.shards_gradients ? 0 : full;
   p.grad_shard_numel = stage.shards_optimizer ? shard : 0;
   // Without sharding, fp32 parameters are stepped in place; otherwise the optimizer owns an

@@ -18,7 +18,9 @@ struct PlanDtypes {
 };
 
 struct GroupPlan {
-  int64_t params_numel = 0;       // the model dtype's parameter buffer
+  // The model dtype's parameter buffers: all parameters, or at stage 3 the resident unit
+  // and, in 16 bits, this rank's parameter shard (in fp32 the master shard is that shard).
+  int64_t params_numel = 0;
   int64_t grad_full_numel = 0;    // accumulation dtype: gradients of every parameter
   int64_t grad_shard_numel = 0;   // accumulation dtype: the reduced gradients of this rank's shard
   int64_t master_numel = 0;       // fp32 weights the optimizer steps (0: it steps the parameters)
@@ -29,6 +31,8 @@ struct GroupPlan {
   int64_t step_copy_numel = 0;    // the step's fp32 copy of 16-bit gradients
 };
 
-GroupPlan plan_group(const StageTraits& stage, const partition::GroupLayout& layout, const PlanDtypes& dtypes);
+// `resident_numel`: at stage 3, the elements of the unit that stays gathered (stages/unit_plan.h).
+GroupPlan plan_group(const StageTraits& stage, const partition::GroupLayout& layout, const PlanDtypes& dtypes,
+                     int64_t resident_numel = 0);
 
 }  // namespace zerotrain::stages

@@ -4,12 +4,12 @@
 #include <c10/core/GradMode.h>
 #include <torch/nn/module.h>
 
-#include <numeric>
 
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
 #include "zerotrain/stages/stage3/sharded.h"
 #include "zerotrain/stages/stage3/storage.h"
+#include "zerotrain/stages/unit_plan.h"
 
 namespace zerotrain::stages::stage3 {
 
@@ -59,41 +59,31 @@ void Stage3::detach() {
 void Stage3::arrange(GroupState& g, int64_t /*bucket_numel: a unit is a bucket*/) {
   ZT_INTERNAL_ASSERT(g.index == stores_.size(), "groups arranged out of order");
   GroupStore& store = stores_.emplace_back();
-  // The group's parameters in unit order (the resident unit first), model order within a unit.
-  std::vector<int> unit(g.params.size());
-  for (size_t i = 0; i < g.params.size(); ++i) unit[i] = map_.owner_of(g.params[i].unsafeGetTensorImpl());
-  std::vector<size_t> order(g.params.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return unit[a] < unit[b]; });
+  std::vector<int64_t> numels;
+  std::vector<int> unit;
+  for (const auto& p : g.params) {
+    numels.push_back(p.numel());
+    unit.push_back(map_.owner_of(p.unsafeGetTensorImpl()));
+  }
+  UnitArrangement a = arrange_units(numels, unit, ctx_.comm.world_size(), ctx_.comm.rank());
   std::vector<at::Tensor> params;
   std::vector<std::string> names;
-  std::vector<int64_t> numels;
-  for (size_t i : order) {
+  for (size_t i : a.order) {
     params.push_back(g.params[i]);
     names.push_back(g.param_names[i]);
-    numels.push_back(g.params[i].numel());
-    store.unit_of_param.push_back(unit[i]);
   }
   g.params = std::move(params);
   g.param_names = std::move(names);
-  // One bucket per unit, the last unit first (backward meets it first), the resident unit
-  // last: its gradients come from all over the backward.
-  std::vector<std::vector<size_t>> buckets;
-  for (size_t u = map_.units.size(); u-- > 0;) {
-    std::vector<size_t> members;
-    for (size_t i = 0; i < store.unit_of_param.size(); ++i) {
-      if (store.unit_of_param[i] == static_cast<int>(u)) members.push_back(i);
-    }
-    if (members.empty()) continue;
-    buckets.push_back(std::move(members));
-    store.unit_of_bucket.push_back(static_cast<int>(u));
-    units_[u].buckets.emplace_back(g.index, buckets.size() - 1);
-    units_[u].trainable += static_cast<int>(buckets.back().size());
-  }
-  // The resident unit must launch last whatever the order above gave.
-  g.layout = partition::GroupLayout(numels, buckets, ctx_.comm.world_size(), ctx_.comm.rank());
+  g.layout = std::move(a.layout);
   store.layout = g.layout;
-  for (size_t b = 0; b < g.layout.buckets().size(); ++b) units_[store.unit_of_bucket[b]].numel += g.layout.buckets()[b].flat.numel;
+  store.unit_of_param = std::move(a.unit_of_param);
+  store.unit_of_bucket = std::move(a.unit_of_bucket);
+  for (size_t b = 0; b < g.layout.buckets().size(); ++b) {
+    UnitState& u = units_[store.unit_of_bucket[b]];
+    u.buckets.emplace_back(g.index, b);
+    u.trainable += static_cast<int>(g.layout.buckets()[b].params.size());
+    u.numel += g.layout.buckets()[b].flat.numel;
+  }
 }
 
 void Stage3::place(GroupState& g) {
@@ -281,11 +271,13 @@ void Stage3::publish_weights(std::vector<GroupState>& groups) {
 
 int64_t Stage3::param_nbytes(const GroupState& g) const {
   const GroupStore& store = stores_[g.index];
-  int64_t nbytes = ctx_.dtypes.half() ? static_cast<int64_t>(store.param_shard.nbytes()) : 0;
+  int64_t resident = 0;
   for (size_t k = 0; k < store.unit_of_bucket.size(); ++k) {
-    if (store.unit_of_bucket[k] == 0) nbytes += static_cast<int64_t>(store.full[k].nbytes());
+    if (store.unit_of_bucket[k] == 0) resident += store.layout.buckets()[k].flat.numel;
   }
-  return nbytes;
+  const auto& d = ctx_.dtypes;
+  const GroupPlan plan = plan_group(traits_, store.layout, {d.half(), d.accum == at::kFloat, d.accum == d.comm}, resident);
+  return plan.params_numel * static_cast<int64_t>(c10::elementSize(d.model));
 }
 
 }  // namespace zerotrain::stages::stage3

@@ -38,19 +38,23 @@ UnitMap find_units(torch::nn::Module& model, const PersistenceOptions& options) 
     }
   }
   // Small parameters stay gathered: gathering them costs more than it saves (DeepSpeed's
-  // persistence), as long as all of them together stay under the model threshold.
-  std::vector<const c10::TensorImpl*> seen;
+  // persistence), as long as all of them together stay under the model threshold. Trainable
+  // parameters only, in model order, as the estimator counts them (stages/unit_plan.h).
+  std::vector<const c10::TensorImpl*> keys;
+  std::vector<int64_t> numels;
+  std::vector<int> units;
   for (const auto& p : model.parameters()) {
     const c10::TensorImpl* key = p.unsafeGetTensorImpl();
-    if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
-    seen.push_back(key);
-    auto it = map.owner.find(key);
-    if (it == map.owner.end()) continue;   // unit 0 already
-    if (p.numel() <= options.param_threshold && map.persistent_numel + p.numel() <= options.model_threshold) {
-      map.persistent_numel += p.numel();
-      ++map.persistent_count;
-      map.owner.erase(it);
-    }
+    if (!p.requires_grad() || std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+    keys.push_back(key);
+    numels.push_back(p.numel());
+    units.push_back(map.owner_of(key));
+  }
+  const Persisted kept = apply_persistence(numels, units, options);
+  map.persistent_count = kept.count;
+  map.persistent_numel = kept.numel;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (units[i] == 0) map.owner.erase(keys[i]);
   }
   // Uses: the owners of a unit's parameters, except units nested in it (they gather their own).
   for (size_t u = 1; u < map.units.size(); ++u) {

@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "zerotrain/stages/unit_plan.h"
+
 namespace torch::nn {
 class Module;
 }
@@ -39,10 +41,7 @@ struct UnitMap {
   }
 };
 
-struct PersistenceOptions {
-  int64_t param_threshold = 100'000;       // stage3_param_persistence_threshold
-  int64_t model_threshold = INT64_MAX;     // stage3_model_persistence_threshold
-};
+using stages::PersistenceOptions;
 
 UnitMap find_units(torch::nn::Module& model, const PersistenceOptions& options);
 
