@@ -10,7 +10,6 @@ The Python side needs the pinned torch wheel: run it with $ZEROTRAIN_HOME/venv/b
 """
 import argparse
 import json
-import math
 import os
 import resource
 import socket
@@ -19,11 +18,9 @@ import sys
 import tempfile
 import time
 
+from gpt_py import PRESETS, make_gpt, synthetic_batch
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PRESETS = {  # the same as zerotrain/models/models.cpp
-    "tiny": dict(n_layer=2, n_head=2, n_embd=64, vocab_size=128, block_size=32),
-    "small": dict(n_layer=4, n_head=4, n_embd=256, vocab_size=1024, block_size=128),
-}
 
 
 def ddp_worker(rank, world, port, preset, micro, steps, lr, seed, out_path):
@@ -37,67 +34,20 @@ def ddp_worker(rank, world, port, preset, micro, steps, lr, seed, out_path):
     torch.set_num_threads(1)
     cfg = PRESETS[preset]
 
-    class Block(nn.Module):  # zerotrain/models/models.cpp's Block, op for op
-        def __init__(self, c, h):
-            super().__init__()
-            self.h = h
-            self.ln1, self.ln2 = nn.LayerNorm(c), nn.LayerNorm(c)
-            self.qkv, self.proj = nn.Linear(c, 3 * c), nn.Linear(c, c)
-            self.fc, self.out = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
-
-        def forward(self, x):
-            b, t, c = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(c, 2)
-            q, k, v = (z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in (q, k, v))
-            att = q @ k.transpose(-2, -1) / math.sqrt(c // self.h)
-            mask = torch.ones(t, t, dtype=torch.bool).triu(1)
-            att = torch.softmax(att.masked_fill(mask, float("-inf")), -1)
-            y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
-            x = x + self.proj(y)
-            return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-    class Gpt(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wte = nn.Embedding(cfg["vocab_size"], cfg["n_embd"])
-            self.wpe = nn.Embedding(cfg["block_size"], cfg["n_embd"])
-            self.blocks = nn.ModuleList(Block(cfg["n_embd"], cfg["n_head"]) for _ in range(cfg["n_layer"]))
-            self.ln_f = nn.LayerNorm(cfg["n_embd"])
-            self.head = nn.Linear(cfg["n_embd"], cfg["vocab_size"], bias=False)
-
-        def forward(self, tokens):
-            x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1]))
-            for blk in self.blocks:
-                x = blk(x)
-            return self.head(self.ln_f(x))
-
     torch.manual_seed(seed)
-    model = nn.parallel.DistributedDataParallel(Gpt())
+    model = nn.parallel.DistributedDataParallel(make_gpt(cfg))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    vocab, length = cfg["vocab_size"], cfg["block_size"]
-    a, c = 1 + 2 * (seed % 7), 1 + seed % 13
-
-    def batch(first, count):  # zerotrain/data/synthetic.cpp's gpt sequences
-        rows = []
-        for s in range(count):
-            token = ((first + s) * 2654435761 + seed) % vocab
-            row = []
-            for _ in range(length + 1):
-                row.append(token)
-                token = (a * token + c) % vocab
-            rows.append(row)
-        t = torch.tensor(rows)
-        return t[:, :-1], t[:, 1:]
+    vocab = cfg["vocab_size"]
 
     start = time.perf_counter()
     for step in range(steps):
-        x, y = batch(step * micro * world + rank * micro, micro)
+        x, y = synthetic_batch(cfg, seed, step * micro * world + rank * micro, micro)
         loss = F.cross_entropy(model(x).view(-1, vocab), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
         opt.step()
     elapsed = time.perf_counter() - start
-    state = sum(p.numel() * 4 * 4 for p in model.parameters())  # params, grads, exp_avg, exp_avg_sq
+    state = sum(p.numel() * 4 * 4 for p in model.parameters())  # each parameter once (the tied head)  # params, grads, exp_avg, exp_avg_sq
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if rank == 0:
         with open(out_path, "w") as f:

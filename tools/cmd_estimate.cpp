@@ -73,6 +73,14 @@ void add_setup_options(CLI::App* cmd, estimate::Setup& s, std::string& runtime_b
                   "Stage 3: parameters this small stay gathered (stage3_param_persistence_threshold)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prefetch_bucket_size", s.prefetch_bucket_size,
+                  "Stage 3: elements gathered ahead of use (stage3_prefetch_bucket_size)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max_live_parameters", s.max_live_parameters,
+                  "Stage 3: the most elements prefetching keeps gathered (stage3_max_live_parameters)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--runtime_bytes", runtime_bytes, "The runtime's own memory per rank (default 150MiB, measured)");
   cmd->add_flag("--activation_checkpointing", s.activation_checkpointing,
                 "Estimate with activation checkpointing (each block keeps only its input)");

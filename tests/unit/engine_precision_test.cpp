@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "tests/support/parity_model.h"
+#include "tests/support/thread_ranks.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/engine/engine.h"
 
@@ -22,24 +23,6 @@ zerotrain::Config config(int stage, const std::string& extra) {
   return zerotrain::Config::from_string(
       R"({"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.0}},
           "zero_optimization": {"stage": )" + std::to_string(stage) + R"(, "reduce_bucket_size": 50})" + extra + "}");
-}
-
-// Runs fn(rank, communicator) on world_size threads; returns each rank's error ("" if none).
-std::vector<std::string> run_ranks(int world_size, const std::function<void(int, comm::Communicator)>& fn) {
-  auto world = comm::Communicator::make_thread_world(world_size);
-  std::vector<std::string> errors(world_size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world_size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r, world[r]);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
 }
 
 std::vector<ParityNet> make_nets(int n) {

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "tests/support/stage3_models.h"
+#include "tests/support/thread_ranks.h"
 #include "zerotrain/engine/engine.h"
 
 namespace comm = zerotrain::comm;
@@ -27,24 +28,6 @@ zerotrain::Config stage3_config(const ParityCase& c, const std::string& extra = 
   if (c.dtype == "bf16") json += R"(, "bf16": {"enabled": true})";
   if (c.dtype == "fp16") json += R"(, "fp16": {"enabled": true, "loss_scale": )" + std::to_string(kParityLossScale) + "}";
   return zerotrain::Config::from_string(json + "}");
-}
-
-// Runs `body(rank, communicator)` on world_size threads; returns each rank's error ("" if none).
-std::vector<std::string> on_ranks(int world_size, const std::function<void(int, comm::Communicator&)>& body) {
-  auto world = comm::Communicator::make_thread_world(world_size);
-  std::vector<std::string> errors(world_size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world_size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        body(r, world[r]);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
 }
 
 std::vector<torch::Tensor> gathered_copy(zerotrain::Engine& engine, torch::nn::Module& net) {
@@ -69,7 +52,7 @@ TEST_P(Stage3Parity, SameParametersAsSingleProcessTraining) {
   std::vector<ShardedParityNet> nets;
   for (int r = 0; r < c.world_size; ++r) nets.push_back(make_sharded_parity_net(c.freeze));
   std::vector<std::vector<torch::Tensor>> got(c.world_size);
-  const auto errors = on_ranks(c.world_size, [&](int r, comm::Communicator& comm) {
+  const auto errors = run_ranks(c.world_size, [&](int r, comm::Communicator& comm) {
     auto engine = zerotrain::initialize(nets[r].ptr(), stage3_config(c), {.comm = comm});
     for (int s = 0; s < kSteps; ++s) {
       for (int k = 0; k < c.accumulation; ++k) {
@@ -140,7 +123,7 @@ TEST(Stage3, SharedReusedParameterlessAndBranchingUnits) {
   std::vector<SharingNet> nets{make(), make()};
   std::vector<std::vector<torch::Tensor>> got(kWorld);
   const ParityCase c{3, kWorld, 1};
-  const auto errors = on_ranks(kWorld, [&](int r, comm::Communicator& comm) {
+  const auto errors = run_ranks(kWorld, [&](int r, comm::Communicator& comm) {
     auto config = zerotrain::Config::from_string(
         R"({"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.0}},
             "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}})");
@@ -176,7 +159,7 @@ TEST(Stage3, EvalForwardGathersWithoutArmingBackward) {
     torch::NoGradGuard no_grad;
     want = plain->forward(x);
   }
-  const auto errors = on_ranks(2, [&](int r, comm::Communicator& comm) {
+  const auto errors = run_ranks(2, [&](int r, comm::Communicator& comm) {
     auto engine = zerotrain::initialize(nets[r].ptr(), stage3_config(c), {.comm = comm});
     engine.eval();
     torch::NoGradGuard no_grad;
@@ -196,7 +179,7 @@ TEST(Stage3, GatheredParametersWithModifierRankScattersWrites) {
   std::vector<ShardedParityNet> nets{make_sharded_parity_net(false), make_sharded_parity_net(false)};
   const ParityData data = make_parity_data();
   std::vector<std::vector<torch::Tensor>> got(2);
-  const auto errors = on_ranks(2, [&](int r, comm::Communicator& comm) {
+  const auto errors = run_ranks(2, [&](int r, comm::Communicator& comm) {
     auto engine = zerotrain::initialize(nets[r].ptr(), stage3_config(c), {.comm = comm});
     {
       zerotrain::GatheredParameters full(engine, {nets[r]->fc1->inner->weight}, /*modifier_rank=*/0);
@@ -219,6 +202,39 @@ TEST(Stage3, GatheredParametersWithModifierRankScattersWrites) {
   }
 }
 
+// The recorded order drives prefetch from the second step: the next unit is gathered while
+// one computes, within stage3_prefetch_bucket_size and never past stage3_max_live_parameters
+// (the unit needed now is always gathered). Training gives the same parameters either way.
+TEST(Stage3, PrefetchFollowsTheFirstStepWithinItsBounds) {
+  const ParityData data = make_parity_data();
+  const ParityCase c{3, 2, 1};
+  const auto want = parity_reference(c, data);
+  // fc1 has 144 elements, fc2 68: with room for both, fc2 is prefetched while fc1 computes.
+  for (const auto& [extra, peak_numel] : std::vector<std::pair<std::string, int64_t>>{
+           {"", 144 + 68},
+           {R"(, "stage3_max_live_parameters": 150)", 144},
+           {R"(, "stage3_prefetch_bucket_size": 50)", 144},
+           {R"(, "stage3_prefetch_bucket_size": 0)", 144}}) {
+    std::vector<ShardedParityNet> nets{make_sharded_parity_net(false), make_sharded_parity_net(false)};
+    std::vector<std::vector<torch::Tensor>> got(2);
+    std::vector<int64_t> peak(2);
+    const auto errors = run_ranks(2, [&](int r, comm::Communicator& comm) {
+      auto engine = zerotrain::initialize(nets[r].ptr(), stage3_config(c, extra), {.comm = comm});
+      for (int s = 0; s < kSteps; ++s) {
+        engine.backward(torch::mse_loss(nets[r]->forward(rank_rows(data.x[s], c, r, 0)), rank_rows(data.y[s], c, r, 0)));
+        engine.step();
+      }
+      peak[r] = engine.model_state_bytes().gathered_peak;
+      got[r] = gathered_copy(engine, *nets[r]);
+    });
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_EQ(errors[r], "") << "rank " << r << extra;
+      EXPECT_EQ(peak[r], peak_numel * 4) << extra;
+      EXPECT_LE(max_difference(got[r], want), kParityTolerance) << extra;
+    }
+  }
+}
+
 // Model states per rank: the shards only, (4 master + 4 gradients + 8 Adam) bytes per
 // element in fp32, where the master is the parameter shard; no parameter bytes.
 TEST(Stage3, ModelStatesAreShards) {
@@ -228,10 +244,12 @@ TEST(Stage3, ModelStatesAreShards) {
     for (int r = 0; r < ws; ++r) nets.push_back(make_sharded_parity_net(false));
     const ParityData data = make_parity_data();
     std::vector<zerotrain::ModelStateBytes> bytes(ws);
-    const auto errors = on_ranks(ws, [&](int r, comm::Communicator& comm) {
+    const auto errors = run_ranks(ws, [&](int r, comm::Communicator& comm) {
       auto engine = zerotrain::initialize(nets[r].ptr(), stage3_config(c), {.comm = comm});
-      engine.backward(torch::mse_loss(nets[r]->forward(rank_rows(data.x[0], c, r, 0)), rank_rows(data.y[0], c, r, 0)));
-      engine.step();
+      for (int s = 0; s < 2; ++s) {   // the second step prefetches
+        engine.backward(torch::mse_loss(nets[r]->forward(rank_rows(data.x[s], c, r, 0)), rank_rows(data.y[s], c, r, 0)));
+        engine.step();
+      }
       bytes[r] = engine.model_state_bytes();
     });
     // Units fc1 (144), fc2 (68), unused (6): each split over the ranks.
@@ -242,8 +260,8 @@ TEST(Stage3, ModelStatesAreShards) {
       EXPECT_EQ(bytes[r].master, bytes[r].grads);
       EXPECT_EQ(bytes[r].optimizer, 2 * bytes[r].master);
       total_shard += bytes[r].master / 4;
-      // One unit at a time: fc1 is the largest.
-      EXPECT_EQ(bytes[r].gathered_peak, 144 * 4) << "world " << ws;
+      // fc1, with fc2 prefetched while it computes.
+      EXPECT_EQ(bytes[r].gathered_peak, (144 + 68) * 4) << "world " << ws;
     }
     EXPECT_EQ(total_shard, 144 + 68 + 6) << "world " << ws;
   }

@@ -44,7 +44,7 @@ int64_t staging_peak(const partition::GroupLayout& layout, int64_t element_bytes
 struct RankLayout {
   partition::GroupLayout layout;
   int64_t resident_numel = 0;
-  int64_t largest_unit_numel = 0;
+  int64_t gathered_numel = 0;   // stage 3: unit parameters alive at once
 };
 
 RankLayout layout_of(const ModelShape& model, const Setup& s, const stages::StageTraits& stage, int rank) {
@@ -59,15 +59,17 @@ RankLayout layout_of(const ModelShape& model, const Setup& s, const stages::Stag
   stages::apply_persistence(model.param_numels, units, {s.param_persistence_threshold, s.model_persistence_threshold});
   stages::UnitArrangement a = stages::arrange_units(model.param_numels, units, s.world_size, rank);
   RankLayout r{a.layout};
-  for (size_t b = 0; b < a.layout.buckets().size(); ++b) {
+  std::vector<int64_t> unit_numels;   // in unit order; buckets run the other way
+  for (size_t b = a.layout.buckets().size(); b-- > 0;) {
     const int64_t n = a.layout.buckets()[b].flat.numel;
     if (a.unit_of_bucket[b] == 0) {
       r.resident_numel += n;
     } else {
-      r.largest_unit_numel = std::max(r.largest_unit_numel, n);
+      unit_numels.push_back(n);
     }
   }
-  if (counts_only) r.largest_unit_numel = model.largest_layer_params;
+  r.gathered_numel = counts_only ? model.largest_layer_params
+                                 : stages::gathered_peak_numel(unit_numels, s.prefetch_bucket_size, s.max_live_parameters);
   return r;
 }
 
@@ -81,7 +83,7 @@ Breakdown rank_states(const ModelShape& model, const Setup& s, int rank) {
   const stages::GroupPlan plan = stages::plan_group(stage, layout, {half, a == kFp32, a == c}, rl.resident_numel);
   Breakdown b;
   b.params = plan.params_numel * p;
-  b.gathered = rl.largest_unit_numel * p;   // a unit is gathered whole while it computes
+  b.gathered = rl.gathered_numel * p;   // a unit is gathered whole while it computes, with those prefetched
   b.grads = (plan.grad_full_numel + plan.grad_shard_numel) * a;
   b.master = plan.master_numel * kFp32;
   b.optimizer = plan.optimizer_numel * kAdamBytes;

@@ -181,27 +181,39 @@ void Stage3::allocate(GroupState& g) {
   }
 }
 
-void Stage3::gather(int unit) {
+void Stage3::start_gather(int unit) {
   UnitState& u = units_[unit];
   if (u.gathered) return;
-  std::vector<comm::Work> works;
   for (const auto& [gi, bi] : u.buckets) {
     GroupStore& store = stores_[gi];
     const auto& b = store.layout.buckets()[bi];
     allocate_storage(store.full[bi]);
-    works.push_back(ctx_.comm.all_gather(store.param_shard.narrow(0, b.shard_offset, b.chunk.numel), store.full[bi]));
+    u.inflight.push_back(ctx_.comm.all_gather(store.param_shard.narrow(0, b.shard_offset, b.chunk.numel), store.full[bi]));
   }
-  std::vector<comm::Work*> pending;
-  for (auto& w : works) pending.push_back(&w);
-  comm::wait_all(pending);
   u.gathered = true;
   gathered_numel_ += u.numel;
   peak_gathered_numel_ = std::max(peak_gathered_numel_, gathered_numel_);
 }
 
+void Stage3::finish_gather(int unit) {
+  UnitState& u = units_[unit];
+  if (u.inflight.empty()) return;
+  std::vector<comm::Work> works = std::move(u.inflight);
+  u.inflight.clear();
+  std::vector<comm::Work*> pending;
+  for (auto& w : works) pending.push_back(&w);
+  comm::wait_all(pending);
+}
+
+void Stage3::gather(int unit) {
+  start_gather(unit);
+  finish_gather(unit);
+}
+
 void Stage3::release(int unit) {
   UnitState& u = units_[unit];
   if (unit == 0 || !u.gathered || u.active > 0) return;
+  finish_gather(unit);   // no collective may still be writing into the memory
   for (const auto& [gi, bi] : u.buckets) free_storage(stores_[gi].full[bi]);
   u.gathered = false;
   gathered_numel_ -= u.numel;
@@ -211,6 +223,43 @@ void Stage3::pre_forward(int unit) {
   for (int v : map_.units[unit].uses) {
     gather(v);
     ++units_[v].active;
+  }
+  if (c10::GradMode::is_enabled()) follow_trace(unit);
+}
+
+void Stage3::follow_trace(int unit) {
+  Trace& t = trace_;
+  if (t.recording) {
+    t.order.push_back(unit);
+    return;
+  }
+  if (!t.valid) return;
+  if (t.next >= t.order.size() || t.order[t.next] != unit) {
+    // A data-dependent branch (or a unit called in another order): the recorded order no
+    // longer says what comes next, so gather on demand from here on, as DeepSpeed falls
+    // back when its trace breaks.
+    t.valid = false;
+    if (ctx_.comm.rank() == 0) {
+      ZT_LOG_WARN("ZeRO stage 3: the units ran in another order than in the first step (a data-dependent "
+                  "branch?); prefetching is off from here, each unit is gathered when it is entered");
+    }
+    return;
+  }
+  prefetch_after(++t.next);
+}
+
+// DeepSpeed's budget: at most stage3_prefetch_bucket_size elements ahead, and never past
+// stage3_max_live_parameters gathered at once.
+void Stage3::prefetch_after(std::size_t position) {
+  int64_t budget = std::min(options_.prefetch_bucket_numel, options_.max_live_numel - gathered_numel_);
+  for (std::size_t k = position; k < trace_.order.size() && budget > 0; ++k) {
+    for (int v : map_.units[trace_.order[k]].uses) {
+      UnitState& u = units_[v];
+      if (u.gathered) continue;
+      if (u.numel > budget) return;
+      start_gather(v);
+      budget -= u.numel;
+    }
   }
 }
 
@@ -227,6 +276,9 @@ void Stage3::pre_backward(int unit) {
 
 void Stage3::begin_backward() {
   for (UnitState& u : units_) u.pending = u.trainable;
+  // The forward is over: the first one's order is the trace; the next forward starts at its head.
+  trace_.recording = false;
+  trace_.next = 0;
 }
 
 void Stage3::gradient_done(std::size_t group, std::size_t param) {

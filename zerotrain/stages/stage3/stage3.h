@@ -16,6 +16,11 @@ namespace zerotrain::stages::stage3 {
 
 struct Stage3Options {
   PersistenceOptions persistence;
+  // DeepSpeed's prefetch bounds, in elements: what one prefetch may gather ahead, and the
+  // most parameters gathered at once that prefetching may reach (the units needed now are
+  // always gathered).
+  int64_t prefetch_bucket_numel = 50'000'000;      // stage3_prefetch_bucket_size
+  int64_t max_live_numel = 1'000'000'000;          // stage3_max_live_parameters
 };
 
 class Stage3 final : public Stage2 {
@@ -66,12 +71,25 @@ class Stage3 final : public Stage2 {
     int trainable = 0;       // its parameters in the engine's groups
     int pending = 0;         // this backward: those whose gradient has not come
     int active = 0;          // forwards in progress that use it
-    bool gathered = false;
+    bool gathered = false;   // its memory is allocated (and filled, or being filled by `inflight`)
+    std::vector<comm::Work> inflight;   // a prefetch's all-gathers, not yet waited for
+  };
+  // The order units enter their forward, recorded in the first training forward; later
+  // forwards gather the next units ahead while it holds.
+  struct Trace {
+    std::vector<int> order;
+    bool recording = true;
+    bool valid = true;
+    std::size_t next = 0;    // position of the next unit expected
   };
   class Hooks;
 
   void gather(int unit);
+  void start_gather(int unit);   // launches the all-gathers; gather() or release() waits
+  void finish_gather(int unit);
   void release(int unit);
+  void follow_trace(int unit);
+  void prefetch_after(std::size_t position);
   void gradient_done(std::size_t group, std::size_t param);
   // The master weights (and a 16-bit parameter shard) of bucket `bucket` of `group` from its
   // full parameters.
@@ -82,6 +100,7 @@ class Stage3 final : public Stage2 {
   std::vector<UnitState> units_;
   std::vector<GroupStore> stores_;
   std::shared_ptr<Hooks> hooks_;
+  Trace trace_;
   int64_t gathered_numel_ = 0;
   int64_t peak_gathered_numel_ = 0;
 };
