@@ -4,7 +4,6 @@
 #include <c10/core/GradMode.h>
 #include <torch/nn/module.h>
 
-
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
 #include "zerotrain/stages/stage3/sharded.h"

@@ -20,15 +20,18 @@ UnitMap find_units(torch::nn::Module& model, const PersistenceOptions& options) 
   UnitMap map;
   map.units.push_back({});   // the resident unit
   std::vector<int> depth{0};
-  const auto modules = model.named_modules("", /*include_self=*/true);
-  for (const auto& item : modules) {
-    auto* sharded = dynamic_cast<ShardedModule*>(item.value().get());
-    if (!sharded) continue;
+  auto add = [&](const std::string& name, torch::nn::Module* module) {
+    auto* sharded = dynamic_cast<ShardedModule*>(module);
+    if (!sharded) return;
     int d = 1;
-    for (size_t u = 1; u < map.units.size(); ++u) d += inside(item.key(), map.units[u].name) ? 1 : 0;
-    map.units.push_back({item.key(), sharded, {}});
+    for (size_t u = 1; u < map.units.size(); ++u) d += inside(name, map.units[u].name) ? 1 : 0;
+    map.units.push_back({name, sharded, {}});
     depth.push_back(d);
-  }
+  };
+  // The model itself first (named_modules can only include it for a module held by a
+  // shared_ptr), then its descendants in pre-order.
+  add("", &model);
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) add(item.key(), item.value().get());
   // Owners: the deepest unit holding the parameter, the first in module order among equals.
   for (size_t u = 1; u < map.units.size(); ++u) {
     for (const auto& p : map.units[u].module->parameters()) {
