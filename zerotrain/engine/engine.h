@@ -1,6 +1,6 @@
 // zerotrain::initialize and the Engine: DeepSpeed's training loop for any LibTorch module,
-// data-parallel with ZeRO stages 0, 1 and 2, in fp32, bf16 or fp16 (docs/engine.md,
-// docs/precision.md).
+// data-parallel with ZeRO stages 0, 1, 2 and 3, in fp32, bf16 or fp16 (docs/engine.md,
+// docs/stage3.md, docs/precision.md).
 //
 //   auto engine = zerotrain::initialize(model, zerotrain::Config::from_file("ds_config.json"));
 //   for (auto& batch : loader) {
@@ -56,10 +56,10 @@ struct InitOptions {
 
 // The bytes the engine holds for the model's training state on this rank.
 struct ModelStateBytes {
-  int64_t params = 0;        // the flat parameter buffers (the model's own parameters)
-  int64_t grads = 0;         // gradient buffers: full (stages 0, 1) or this rank's shard (stage 2)
+  int64_t params = 0;        // the flat parameter buffers (stage 3: the resident unit, and the 16-bit shard)
+  int64_t grads = 0;         // gradient buffers: full (stages 0, 1) or this rank's shard (stages 1-3)
   int64_t optimizer = 0;     // optimizer states (moments, momentum buffers, ...)
-  int64_t master = 0;        // fp32 master weights: this rank's shard (stages 1, 2), all (stage 0, bf16/fp16)
+  int64_t master = 0;        // fp32 master weights: this rank's shard (stages 1-3), all (stage 0, bf16/fp16)
   int64_t buffers = 0;       // gradient bucket staging buffers at their peak, and module buffers
   // Stage 3: the most bytes of full parameters of units (not the resident one) gathered at
   // once so far. Transient, so not in total().
@@ -107,7 +107,7 @@ class Engine {
   ModelStateBytes model_state_bytes() const;
 
   // While alive, backward() accumulates locally and reduces nothing (DDP's no_sync).
-  // Stage 0 and 1 only: stage 2 partitions gradients during backward (DeepSpeed asserts too).
+  // Stage 0 and 1 only: stages 2 and 3 partition gradients during backward (DeepSpeed asserts too).
   class NoSync {
    public:
     explicit NoSync(engine::detail::EngineState* state);
