@@ -19,6 +19,12 @@ bool Work::is_completed() const { return !impl_ || impl_->is_completed(); }
 
 void wait_all(std::initializer_list<Work*> works) { wait_all(std::vector<Work*>(works)); }
 
+void wait_all(std::vector<Work>& works) {
+  std::vector<Work*> pointers;
+  for (Work& work : works) pointers.push_back(&work);
+  wait_all(pointers);
+}
+
 void wait_all(const std::vector<Work*>& works) {
   std::exception_ptr first;
   for (Work* work : works) {

@@ -35,6 +35,7 @@ class Work {
 // so no operation is left running on buffers the caller is about to free.
 void wait_all(std::initializer_list<Work*> works);
 void wait_all(const std::vector<Work*>& works);
+void wait_all(std::vector<Work>& works);
 
 namespace detail {
 

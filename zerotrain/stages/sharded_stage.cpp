@@ -21,9 +21,7 @@ void ShardedStage::publish_weights(std::vector<GroupState>& groups) {
       gathers.push_back(ctx_.comm.all_gather(mine.to(g.flat.scalar_type()), g.flat.narrow(0, b.flat.offset, b.flat.numel)));
     }
   }
-  std::vector<comm::Work*> works;
-  for (auto& w : gathers) works.push_back(&w);
-  comm::wait_all(works);
+  comm::wait_all(gathers);
 }
 
 void ShardedStage::init_master(GroupState& g) {

@@ -100,13 +100,8 @@ void Stage3::place(GroupState& g) {
     ctx_.comm.broadcast(full, 0).wait();
     store.full.push_back(std::move(full));
   }
-  if (ctx_.dtypes.half()) {
-    store.param_shard = at::empty({g.layout.shard_numel()}, ctx_.dtypes.model);
-    for (size_t k = 0; k < g.layout.buckets().size(); ++k) {
-      const auto& b = g.layout.buckets()[k];
-      store.param_shard.narrow(0, b.shard_offset, b.chunk.numel).copy_(store.full[k].narrow(0, b.chunk.offset, b.chunk.numel));
-    }
-  }
+  // Filled with the master shard by init_master (shard_from_full).
+  if (ctx_.dtypes.half()) store.param_shard = at::empty({g.layout.shard_numel()}, ctx_.dtypes.model);
   // Gathered while it is set up (the model arrived whole); counted from now on.
   for (size_t k = 0; k < store.unit_of_bucket.size(); ++k) {
     const int u = store.unit_of_bucket[k];
@@ -180,15 +175,21 @@ void Stage3::allocate(GroupState& g) {
   }
 }
 
-void Stage3::start_gather(int unit) {
-  UnitState& u = units_[unit];
-  if (u.gathered) return;
+std::vector<comm::Work> Stage3::all_gather_into_full(const UnitState& u) {
+  std::vector<comm::Work> works;
   for (const auto& [gi, bi] : u.buckets) {
     GroupStore& store = stores_[gi];
     const auto& b = store.layout.buckets()[bi];
-    allocate_storage(store.full[bi]);
-    u.inflight.push_back(ctx_.comm.all_gather(store.param_shard.narrow(0, b.shard_offset, b.chunk.numel), store.full[bi]));
+    works.push_back(ctx_.comm.all_gather(store.param_shard.narrow(0, b.shard_offset, b.chunk.numel), store.full[bi]));
   }
+  return works;
+}
+
+void Stage3::start_gather(int unit) {
+  UnitState& u = units_[unit];
+  if (u.gathered) return;
+  for (const auto& [gi, bi] : u.buckets) allocate_storage(stores_[gi].full[bi]);
+  u.inflight = all_gather_into_full(u);
   u.gathered = true;
   gathered_numel_ += u.numel;
   peak_gathered_numel_ = std::max(peak_gathered_numel_, gathered_numel_);
@@ -199,9 +200,7 @@ void Stage3::finish_gather(int unit) {
   if (u.inflight.empty()) return;
   std::vector<comm::Work> works = std::move(u.inflight);
   u.inflight.clear();
-  std::vector<comm::Work*> pending;
-  for (auto& w : works) pending.push_back(&w);
-  comm::wait_all(pending);
+  comm::wait_all(works);
 }
 
 void Stage3::gather(int unit) {
@@ -308,16 +307,8 @@ void Stage3::publish_weights(std::vector<GroupState>& groups) {
     for (GroupState& g : groups) stores_[g.index].param_shard.copy_(g.master);
   }
   // The resident unit is gathered again now; the others when they are next used.
-  UnitState& resident = units_[0];
-  std::vector<comm::Work> works;
-  for (const auto& [gi, bi] : resident.buckets) {
-    GroupStore& store = stores_[gi];
-    const auto& b = store.layout.buckets()[bi];
-    works.push_back(ctx_.comm.all_gather(store.param_shard.narrow(0, b.shard_offset, b.chunk.numel), store.full[bi]));
-  }
-  std::vector<comm::Work*> pending;
-  for (auto& w : works) pending.push_back(&w);
-  comm::wait_all(pending);
+  std::vector<comm::Work> works = all_gather_into_full(units_[0]);
+  comm::wait_all(works);
 }
 
 int64_t Stage3::param_nbytes(const GroupState& g) const {

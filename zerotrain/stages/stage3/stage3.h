@@ -85,6 +85,8 @@ class Stage3 final : public Stage2 {
   class Hooks;
 
   void gather(int unit);
+  // Every rank's chunks of the unit into its full buffers (memory allocated), not waited for.
+  std::vector<comm::Work> all_gather_into_full(const UnitState& u);
   void start_gather(int unit);   // launches the all-gathers; gather() or release() waits
   void finish_gather(int unit);
   void release(int unit);
