@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,7 @@
 #include "zerotrain/data/synthetic.h"
 #include "zerotrain/engine/engine.h"
 #include "zerotrain/models/models.h"
+#include "zerotrain/stages/traits.h"
 
 namespace zerotrain::tools {
 namespace {
@@ -67,7 +69,16 @@ int run_train(TrainOptions o) {
   // `zerotrain estimate` calls runtime_bytes.
   const int64_t baseline_rss = peak_rss_bytes();
   torch::manual_seed(static_cast<uint64_t>(o.seed));
-  auto model = models::make_model(o.model, o.model_config);
+  std::unique_ptr<models::Model> model;
+  {
+    // At stage 3 each rank keeps 1/N of every unit as it is built, as HF's Trainer builds
+    // the model under DeepSpeed's zero.Init: the model is never whole on any rank.
+    std::optional<ZeroInit> zero_init;
+    if (stages::traits_of(static_cast<int>(config.zero_optimization.stage)).shards_parameters) {
+      zero_init.emplace(config, comm);
+    }
+    model = models::make_model(o.model, o.model_config);
+  }
   auto engine = initialize(model->module(), config, {.comm = comm});
   const auto [dim0, dim1] = model->data_dims();
   const data::SyntheticDataset dataset(o.model, dim0, dim1, static_cast<uint64_t>(o.seed));

@@ -17,6 +17,7 @@
 #include "zerotrain/core/logging.h"
 #include "zerotrain/engine/engine_state.h"
 #include "zerotrain/precision/from_config.h"
+#include "zerotrain/stages/stage3/preshard.h"
 
 namespace zerotrain {
 namespace {
@@ -194,8 +195,11 @@ void zero_gradients(EngineState& s) {
 Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitOptions options) {
   ZT_CHECK(model != nullptr, UsageError, "initialize: the model is null");
   // The communicator first: it reads the config's "comm" block before the config moves.
-  auto communicator = options.comm ? *options.comm : comm::Communicator::init(comm::options_from_config(config));
-  auto s = std::make_unique<EngineState>(model, std::move(config), std::move(communicator));
+  // A model built under ZeroInit brings the communicator it was cut for.
+  std::optional<comm::Communicator> communicator = options.comm;
+  if (!communicator) communicator = stages::stage3::preshard_comm(*model);
+  if (!communicator) communicator = comm::Communicator::init(comm::options_from_config(config));
+  auto s = std::make_unique<EngineState>(model, std::move(config), std::move(*communicator));
   config::finalize(s->config, s->comm.world_size());
   check_supported(s->config);
   const stages::StageTraits traits = stages::traits_of(static_cast<int>(s->config.zero_optimization.stage));
@@ -208,6 +212,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
     s->scaler.emplace(precision::loss_scaler_options(s->config));
     s->watch.emplace(precision::overflow_watch_options(s->config));
   }
+  stages::stage3::check_presharded(*model, traits, s->precision.model, s->comm);
   if (s->precision.half()) cast_model(*model, s->precision.model);
   check_optimizer_source(s->config, traits, options);
   if (options.optimizer) {
@@ -222,6 +227,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
                : options.param_groups.empty() ? default_groups(*model)
                                               : options.param_groups;
   for (const auto& spec : specs) s->groups.push_back(make_group(spec, names, *s));
+  s->stage->finish_setup();
   if (s->client_optimizer) {
     // The client steps the engine's shard of each group: a leaf alias of it, so that its
     // in-place update (under torch's NoGradGuard) lands in the engine's buffer.

@@ -19,6 +19,7 @@
 
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/config/config.h"
+#include "zerotrain/stages/stage3/zero_init.h"
 
 namespace torch::nn {
 class Module;

@@ -146,15 +146,17 @@ struct GptImpl : torch::nn::Module {
     ZT_CHECK(f.at("n_embd") % f.at("n_head") == 0, UsageError, "--model_config: n_embd (", f.at("n_embd"),
              ") must be a multiple of n_head (", f.at("n_head"), ")");
     torch::nn::Embedding token_embedding(f.at("vocab_size"), f.at("n_embd"));
-    wte = register_module("wte", zerotrain::Sharded<torch::nn::Embedding>(token_embedding));
-    wpe = register_module("wpe", torch::nn::Embedding(f.at("block_size"), f.at("n_embd")));
+    torch::nn::Embedding position_embedding(f.at("block_size"), f.at("n_embd"));
     {
       // GPT-2's initialisation: with the head tied to it, N(0, 1) embeddings would start the
-      // logits (and the loss) far too large.
+      // logits (and the loss) far too large. Before the unit is made: under ZeroInit that
+      // cuts it.
       torch::NoGradGuard no_grad;
       token_embedding->weight.normal_(0.0, 0.02);
-      wpe->weight.normal_(0.0, 0.02);
+      position_embedding->weight.normal_(0.0, 0.02);
     }
+    wte = register_module("wte", zerotrain::Sharded<torch::nn::Embedding>(token_embedding));
+    wpe = register_module("wpe", position_embedding);
     for (int64_t i = 0; i < f.at("n_layer"); ++i) {
       block_units.emplace_back(Block(f.at("n_embd"), f.at("n_head")));
       blocks->push_back(block_units.back());

@@ -58,6 +58,8 @@ class Stage {
   virtual void arrange(GroupState& g, int64_t bucket_numel);
   virtual void place(GroupState& g);
   virtual void allocate(GroupState& g);
+  // Every group is set up (parameters in no group stay as the model has them).
+  virtual void finish_setup() {}
   // The engine no longer drives the model: a model that outlives it runs plain LibTorch.
   virtual void detach() {}
 

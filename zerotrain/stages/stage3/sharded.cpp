@@ -5,6 +5,7 @@
 #include <torch/nn/modules/container/any.h>
 
 #include "zerotrain/core/error.h"
+#include "zerotrain/stages/stage3/preshard.h"
 #include "zerotrain/stages/stage3/unit_hooks.h"
 
 namespace zerotrain {
@@ -39,6 +40,7 @@ class ShardedAnyImpl : public ShardedModule {
  public:
   explicit ShardedAnyImpl(torch::nn::AnyModule inner) : inner_(std::move(inner)) {
     register_module("module", inner_.ptr());
+    on_built();
   }
   at::Tensor forward(const at::Tensor& x) {
     return run_unit([&] { return inner_.forward<at::Tensor>(x); });
@@ -62,6 +64,14 @@ void ShardedModule::attach(std::shared_ptr<stages::stage3::UnitHooks> hooks, int
            "per model");
   hooks_ = std::move(hooks);
   unit_ = unit;
+}
+
+void ShardedModule::on_built() { presharded_ = stages::stage3::preshard_if_active(*this); }
+
+void ShardedModule::check_runnable() const {
+  ZT_CHECK(!presharded_, UsageError, "a zerotrain::Sharded unit built under zerotrain::ZeroInit holds only this "
+           "rank's part of its parameters until zerotrain::initialize places them; initialize the engine with "
+           "the model (at stage 3) before running it");
 }
 
 void ShardedModule::detach() {

@@ -27,6 +27,7 @@ namespace zerotrain {
 
 namespace stages::stage3 {
 class UnitHooks;
+struct PreSharded;
 }
 
 // The part of every Sharded<M> the engine sees.
@@ -38,11 +39,22 @@ class ShardedModule : public torch::nn::Module {
   bool attached() const { return hooks_ != nullptr; }
   int unit() const { return unit_; }
 
+  // Built under zerotrain::ZeroInit: this rank's chunks of the unit's parameters, until the
+  // engine places them (and drops them).
+  const std::shared_ptr<stages::stage3::PreSharded>& presharded() const { return presharded_; }
+  void drop_presharded() { presharded_.reset(); }
+
  protected:
+  // Every unit's constructor calls it once its module is built: under ZeroInit, cuts it.
+  void on_built();
+
   // Runs `forward` inside the unit (a pass-through when nothing is attached).
   template <class F>
   auto run_unit(F&& forward) {
-    if (!hooks_) return forward();
+    if (!hooks_) {
+      check_runnable();
+      return forward();
+    }
     Inside inside(*this);
     auto out = forward();
     inside.leave();
@@ -78,14 +90,17 @@ class ShardedModule : public torch::nn::Module {
     return other;
   }
 
+  void check_runnable() const;   // throws for a unit cut by ZeroInit that no engine drives
+
   std::shared_ptr<stages::stage3::UnitHooks> hooks_;
   int unit_ = -1;
+  std::shared_ptr<stages::stage3::PreSharded> presharded_;
 };
 
 template <class Inner>   // a ModuleHolder: torch::nn::Linear, Block, ...
 class ShardedImpl : public ShardedModule {
  public:
-  explicit ShardedImpl(Inner inner_module) : inner(register_module("module", std::move(inner_module))) {}
+  explicit ShardedImpl(Inner inner_module) : inner(register_module("module", std::move(inner_module))) { on_built(); }
   template <class... Args>
   auto forward(Args&&... args) {
     return run_unit([&] { return inner->forward(std::forward<Args>(args)...); });

@@ -36,7 +36,13 @@ Stage3::~Stage3() { detach(); }
 void Stage3::attach(torch::nn::Module& model) {
   map_ = find_units(model, options_.persistence);
   units_.assign(map_.units.size(), {});
-  for (size_t u = 1; u < map_.units.size(); ++u) map_.units[u].module->attach(hooks_, static_cast<int>(u));
+  for (size_t u = 1; u < map_.units.size(); ++u) {
+    ShardedModule* m = map_.units[u].module;
+    m->attach(hooks_, static_cast<int>(u));
+    if (!m->presharded()) continue;
+    presharded_.push_back(m->presharded());
+    for (PreShard& piece : presharded_.back()->params) preshard_of_[piece.param.unsafeGetTensorImpl()] = &piece;
+  }
   if (ctx_.comm.rank() != 0) return;
   if (map_.units.size() == 1) {
     ZT_LOG_INFO("ZeRO stage 3: the model has no zerotrain::Sharded units, so all its parameters form one unit "
@@ -88,31 +94,67 @@ void Stage3::arrange(GroupState& g, int64_t /*bucket_numel: a unit is a bucket*/
 void Stage3::place(GroupState& g) {
   GroupStore& store = stores_[g.index];
   c10::NoGradGuard no_grad;
-  for (const auto& b : g.layout.buckets()) {
+  store.param_shard = at::empty({g.layout.shard_numel()}, ctx_.dtypes.model);
+  // One bucket at a time: its full parameters, then this rank's chunk of them, and (unless
+  // it is the resident unit's) the full memory freed before the next bucket, so that a
+  // model built under ZeroInit is never whole here either.
+  for (size_t k = 0; k < g.layout.buckets().size(); ++k) {
+    const auto& b = g.layout.buckets()[k];
     at::Tensor full = at::empty({b.flat.numel}, ctx_.dtypes.model);
+    bool all_from_rank0 = true;
     for (size_t i : b.params) {
       const auto r = g.layout.param(i);
       auto view = full.narrow(0, r.offset - b.flat.offset, r.numel);
-      view.copy_(g.params[i].detach().reshape(-1));
+      if (!place_presharded(g.params[i], view)) {
+        view.copy_(g.params[i].detach().reshape(-1));
+        all_from_rank0 = false;
+      }
       g.params[i].set_data(view.view(g.params[i].sizes()));
     }
-    // Every rank starts from rank 0's weights, as DeepSpeed's engine broadcasts them.
-    ctx_.comm.broadcast(full, 0).wait();
-    store.full.push_back(std::move(full));
+    // Every rank starts from rank 0's weights, as DeepSpeed's engine broadcasts them
+    // (ZeroInit's chunks already are).
+    if (!all_from_rank0) ctx_.comm.broadcast(full, 0).wait();
+    store.full.push_back(full);
+    store.param_shard.narrow(0, b.shard_offset, b.chunk.numel).copy_(full.narrow(0, b.chunk.offset, b.chunk.numel));
+    if (store.unit_of_bucket[k] != 0) free_storage(full);   // gathered when first used
   }
-  // Filled with the master shard by init_master (shard_from_full).
-  if (ctx_.dtypes.half()) store.param_shard = at::empty({g.layout.shard_numel()}, ctx_.dtypes.model);
-  // Gathered while it is set up (the model arrived whole); counted from now on.
-  for (size_t k = 0; k < store.unit_of_bucket.size(); ++k) {
-    const int u = store.unit_of_bucket[k];
-    if (u != 0 && !units_[u].gathered) gathered_numel_ += units_[u].numel;
-    units_[u].gathered = true;
+  units_[0].gathered = true;
+}
+
+bool Stage3::place_presharded(const at::Tensor& param, const at::Tensor& flat) {
+  auto it = preshard_of_.find(param.unsafeGetTensorImpl());
+  if (it == preshard_of_.end()) return false;
+  gather_preshard(ctx_.comm, *it->second, flat);
+  it->second->chunk = at::Tensor();   // its memory goes now
+  preshard_of_.erase(it);
+  return true;
+}
+
+void Stage3::finish_setup() {
+  // Parameters cut by ZeroInit that no group took (frozen, or left out of the client's
+  // groups) become whole again: they are not trained, so not sharded either. Gathered in
+  // the order they were cut, which is every rank's.
+  c10::NoGradGuard no_grad;
+  for (const auto& cut : presharded_) {
+    for (PreShard& piece : cut->params) {
+      if (!piece.chunk.defined()) continue;
+      at::Tensor full = at::empty(piece.param.sizes(), piece.param.options());
+      gather_preshard(ctx_.comm, piece, full.view(-1));
+      piece.param.set_data(full);
+      piece.chunk = at::Tensor();
+    }
   }
+  preshard_of_.clear();
+  presharded_.clear();
+  for (size_t u = 1; u < map_.units.size(); ++u) map_.units[u].module->drop_presharded();
 }
 
 void Stage3::init_master(GroupState& g) {
-  g.master = at::empty({g.layout.shard_numel()}, at::kFloat);
-  for (size_t k = 0; k < g.layout.buckets().size(); ++k) shard_from_full(g.master, g.index, k);
+  // In fp32 the optimizer's master shard is the parameter shard: gathers read the weights
+  // it has just stepped, and no second copy exists. In 16 bits it starts from the rounded
+  // values, as DeepSpeed's does.
+  const at::Tensor& shard = stores_[g.index].param_shard;
+  g.master = ctx_.dtypes.half() ? shard.to(at::kFloat) : shard;
 }
 
 void Stage3::refresh_master(GroupState& g) {
@@ -157,21 +199,6 @@ void Stage3::end_user_gather(std::vector<GroupState>& groups, const std::vector<
   for (int u : token) {
     --units_[u].active;
     release(u);
-  }
-}
-
-void Stage3::allocate(GroupState& g) {
-  Stage::allocate(g);
-  GroupStore& store = stores_[g.index];
-  // In fp32 the optimizer's master shard is the parameter shard: gathers read the weights it
-  // has just stepped, and no second copy exists.
-  if (!ctx_.dtypes.half()) store.param_shard = g.master.defined() ? g.master : at::empty({0}, at::kFloat);
-  // The group is set up: its units go back to their shards, once all their groups are.
-  for (int u : store.unit_of_bucket) {
-    if (u == 0 || !units_[u].gathered) continue;
-    bool all_placed = true;
-    for (const auto& [gi, bi] : units_[u].buckets) all_placed = all_placed && gi <= g.index;
-    if (all_placed) release(u);
   }
 }
 

@@ -6,8 +6,10 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "zerotrain/stages/stage3/preshard.h"
 #include "zerotrain/stages/stage3/unit_hooks.h"
 #include "zerotrain/stages/stage3/units.h"
 #include "zerotrain/stages/stage_impls.h"
@@ -31,7 +33,7 @@ class Stage3 final : public Stage2 {
   void attach(torch::nn::Module& model) override;
   void arrange(GroupState& g, int64_t bucket_numel) override;
   void place(GroupState& g) override;
-  void allocate(GroupState& g) override;
+  void finish_setup() override;
   void detach() override;
 
   void begin_backward() override;
@@ -96,12 +98,17 @@ class Stage3 final : public Stage2 {
   // The master weights (and a 16-bit parameter shard) of bucket `bucket` of `group` from its
   // full parameters.
   void shard_from_full(at::Tensor& master, std::size_t group, std::size_t bucket);
+  // Parameter `param`'s values into `flat` from its ZeroInit chunks; false if it has none.
+  bool place_presharded(const at::Tensor& param, const at::Tensor& flat);
 
   Stage3Options options_;
   UnitMap map_;
   std::vector<UnitState> units_;
   std::vector<GroupStore> stores_;
   std::shared_ptr<Hooks> hooks_;
+  // Parameters cut by ZeroInit, until placed: where their chunk is.
+  std::vector<std::shared_ptr<PreSharded>> presharded_;
+  std::unordered_map<const c10::TensorImpl*, PreShard*> preshard_of_;
   Trace trace_;
   int64_t gathered_numel_ = 0;
   int64_t peak_gathered_numel_ = 0;

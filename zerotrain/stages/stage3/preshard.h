@@ -1,0 +1,53 @@
+// What a unit's parameters become under zerotrain::ZeroInit (stages/stage3/zero_init.h):
+// each keeps its shape and dtype but no memory, and this rank holds its chunk of the flat
+// elements (comm::chunk_range), rank 0's values. Stage 3 places them from the chunks when
+// the engine starts, one bucket at a time, so the model is never whole on any rank.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "zerotrain/comm/communicator.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace zerotrain::stages {
+struct StageTraits;
+}
+
+namespace zerotrain::stages::stage3 {
+
+struct PreShard {
+  at::Tensor param;   // the model's parameter, without memory
+  at::Tensor chunk;   // (chunk_range(param.numel(), world, rank).numel,) this rank's elements; undefined once placed
+};
+
+struct PreSharded {
+  comm::Communicator comm;   // the ranks the chunks were cut for
+  std::vector<PreShard> params;
+};
+
+// Under an active ZeroInit of this thread: the parameters of `unit` that no inner unit took,
+// cut into chunks (a broadcast from rank 0 per parameter, then the memory freed). Null when
+// no ZeroInit is active.
+std::shared_ptr<PreSharded> preshard_if_active(torch::nn::Module& unit);
+
+// The communicator the model's units were cut for, if it was built under ZeroInit.
+std::optional<comm::Communicator> preshard_comm(torch::nn::Module& model);
+
+// Before initialize touches a parameter: throws ConfigError when `model` was built under
+// ZeroInit and this engine cannot take it as it is (a stage that keeps whole parameters,
+// another training dtype, other ranks).
+void check_presharded(torch::nn::Module& model, const StageTraits& traits, at::ScalarType model_dtype,
+                      const comm::Communicator& comm);
+
+// The full elements of `piece` into `flat_out` (param.numel() elements) from every rank's
+// chunk: a collective, every rank calls it for the same parameter.
+void gather_preshard(comm::Communicator& comm, const PreShard& piece, const at::Tensor& flat_out);
+
+}  // namespace zerotrain::stages::stage3

@@ -1,0 +1,118 @@
+#include "zerotrain/stages/stage3/zero_init.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/nn/module.h>
+
+#include <unordered_set>
+
+#include "zerotrain/core/error.h"
+#include "zerotrain/precision/dtypes.h"
+#include "zerotrain/stages/stage3/preshard.h"
+#include "zerotrain/stages/stage3/sharded.h"
+#include "zerotrain/stages/stage3/storage.h"
+#include "zerotrain/stages/traits.h"
+
+namespace zerotrain {
+
+struct ZeroInit::State {
+  comm::Communicator comm;
+  at::ScalarType dtype;
+  // Parameters already cut: an inner unit's, or one a unit shares with an earlier one.
+  std::unordered_set<const c10::TensorImpl*> cut;
+};
+
+namespace {
+
+thread_local ZeroInit::State* active = nullptr;
+
+comm::Communicator join(const Config& config, std::optional<comm::Communicator> comm) {
+  const auto traits = stages::traits_of(static_cast<int>(config.zero_optimization.stage));
+  ZT_CHECK(traits.shards_parameters, ConfigError, "zerotrain::ZeroInit cuts parameters as ZeRO stage 3 keeps them, "
+           "but the config asks for stage ", traits.number, "; set \"zero_optimization\": {\"stage\": 3} or build "
+           "the model without ZeroInit");
+  return comm ? *comm : comm::Communicator::init(comm::options_from_config(config));
+}
+
+// Each ShardedModule of `model` that holds parameters cut under ZeroInit.
+std::vector<ShardedModule*> presharded_units(torch::nn::Module& model) {
+  std::vector<ShardedModule*> units;
+  auto visit = [&](torch::nn::Module* m) {
+    auto* s = dynamic_cast<ShardedModule*>(m);
+    if (s && s->presharded()) units.push_back(s);
+  };
+  visit(&model);
+  for (const auto& m : model.modules(/*include_self=*/false)) visit(m.get());
+  return units;
+}
+
+}  // namespace
+
+ZeroInit::ZeroInit(const Config& config, std::optional<comm::Communicator> comm)
+    : state_(std::make_unique<State>(State{join(config, std::move(comm)), precision::dtypes_from_config(config).model, {}})),
+      previous_(active) {
+  active = state_.get();
+}
+
+ZeroInit::~ZeroInit() { active = previous_; }
+
+const comm::Communicator& ZeroInit::comm() const { return state_->comm; }
+
+namespace stages::stage3 {
+
+std::shared_ptr<PreSharded> preshard_if_active(torch::nn::Module& unit) {
+  ZeroInit::State* s = active;
+  if (!s) return nullptr;
+  auto out = std::make_shared<PreSharded>(PreSharded{s->comm, {}});
+  c10::NoGradGuard no_grad;
+  for (auto& p : unit.parameters()) {
+    if (!s->cut.insert(p.unsafeGetTensorImpl()).second) continue;
+    at::Tensor full = p.detach();
+    if (full.scalar_type() != s->dtype) full = full.to(s->dtype);
+    // Its own memory, all of it: a parameter that is a view of a larger buffer gets a copy,
+    // so freeing it frees nothing else.
+    if (full.storage_offset() != 0 || !full.is_contiguous() || full.storage().nbytes() != full.nbytes()) {
+      full = full.contiguous().clone();
+    }
+    s->comm.broadcast(full, 0).wait();
+    const auto range = comm::chunk_range(full.numel(), s->comm.world_size(), s->comm.rank());
+    at::Tensor chunk = full.reshape(-1).narrow(0, range.offset, range.numel).clone();
+    p.set_data(full);
+    free_storage(p);
+    out->params.push_back({p, std::move(chunk)});
+  }
+  return out;
+}
+
+std::optional<comm::Communicator> preshard_comm(torch::nn::Module& model) {
+  const auto units = presharded_units(model);
+  if (units.empty()) return std::nullopt;
+  return units.front()->presharded()->comm;
+}
+
+void check_presharded(torch::nn::Module& model, const StageTraits& traits, at::ScalarType model_dtype,
+                      const comm::Communicator& comm) {
+  for (ShardedModule* unit : presharded_units(model)) {
+    const PreSharded& cut = *unit->presharded();
+    ZT_CHECK(traits.shards_parameters, ConfigError, "the model was built under zerotrain::ZeroInit, so its units "
+             "hold 1/N of their parameters, but the config asks for ZeRO stage ", traits.number, ", which needs "
+             "them whole; train it at stage 3, or build it without ZeroInit");
+    ZT_CHECK(cut.comm.world_size() == comm.world_size() && cut.comm.rank() == comm.rank(), ConfigError,
+             "the model was cut by zerotrain::ZeroInit for rank ", cut.comm.rank(), " of ", cut.comm.world_size(),
+             " but the engine runs as rank ", comm.rank(), " of ", comm.world_size(),
+             "; give initialize the communicator ZeroInit used (InitOptions::comm = zero_init.comm())");
+    for (const PreShard& piece : cut.params) {
+      ZT_CHECK(piece.param.scalar_type() == model_dtype, ConfigError, "the model was built under zerotrain::ZeroInit "
+               "in ", precision::dtype_name(piece.param.scalar_type()), " but the config trains in ",
+               precision::dtype_name(model_dtype), "; give ZeroInit the config that initialize gets");
+    }
+  }
+}
+
+void gather_preshard(comm::Communicator& comm, const PreShard& piece, const at::Tensor& flat_out) {
+  ZT_INTERNAL_ASSERT(piece.chunk.defined(), "a parameter cut by ZeroInit was placed twice");
+  comm.all_gather(piece.chunk, flat_out).wait();
+}
+
+}  // namespace stages::stage3
+}  // namespace zerotrain
