@@ -78,7 +78,12 @@ void add_setup_options(CLI::App* cmd, estimate::Setup& s, std::string& runtime_b
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max_live_parameters", s.max_live_parameters,
-                  "Stage 3: the most elements prefetching keeps gathered (stage3_max_live_parameters)")
+                  "Stage 3: the most elements prefetching and reuse keep gathered (stage3_max_live_parameters)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max_reuse_distance", s.max_reuse_distance,
+                  "Stage 3: a unit left stays gathered if its next use is within this many elements "
+                  "(stage3_max_reuse_distance)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--runtime_bytes", runtime_bytes, "The runtime's own memory per rank (default 150MiB, measured)");

@@ -49,7 +49,7 @@ const std::vector<Feature> kFeatures = {
     {"ds_config parsing and validation", "yes"},
     {"collectives (zerotrain::comm)", "yes"},
     {"ZeRO stages 0, 1, 2 (fp32, bf16, fp16)", "yes"},
-    {"ZeRO stage 3 (Sharded units; no prefetch or zero_init yet)", "yes"},
+    {"ZeRO stage 3 (Sharded units, prefetch, reuse, ZeroInit)", "yes"},
     {"fp16 / bf16 mixed precision (DeepSpeed's loss scaler)", "yes"},
     {"CPU / NVMe offload", "not yet"},
     {"sharded checkpoints", "not yet"},

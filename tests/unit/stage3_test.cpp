@@ -204,17 +204,28 @@ TEST(Stage3, GatheredParametersWithModifierRankScattersWrites) {
 
 // The recorded order drives prefetch from the second step: the next unit is gathered while
 // one computes, within stage3_prefetch_bucket_size and never past stage3_max_live_parameters
-// (the unit needed now is always gathered). Training gives the same parameters either way.
-TEST(Stage3, PrefetchFollowsTheFirstStepWithinItsBounds) {
+// (the unit needed now is always gathered), in forward and in backward; and a unit left
+// stays gathered when its next use is within stage3_max_reuse_distance. Training gives the
+// same parameters either way.
+TEST(Stage3, PrefetchAndReuseFollowTheFirstStepWithinTheirBounds) {
   const ParityData data = make_parity_data();
   const ParityCase c{3, 2, 1};
   const auto want = parity_reference(c, data);
-  // fc1 has 144 elements, fc2 68: with room for both, fc2 is prefetched while fc1 computes.
+  // The events: forward fc1 (144 elements), fc2 (68); backward fc2, fc1. fc1's next use is
+  // 136 elements away.
+  const std::string no_reuse = R"(, "stage3_max_reuse_distance": 0)";
   for (const auto& [extra, peak_numel] : std::vector<std::pair<std::string, int64_t>>{
-           {"", 144 + 68},
-           {R"(, "stage3_max_live_parameters": 150)", 144},
-           {R"(, "stage3_prefetch_bucket_size": 50)", 144},
-           {R"(, "stage3_prefetch_bucket_size": 0)", 144}}) {
+           // fc2 prefetched while fc1 computes; fc1 prefetched again as the backward turns.
+           {no_reuse, 144 + 68},
+           {no_reuse + R"(, "stage3_max_live_parameters": 150)", 144},
+           {no_reuse + R"(, "stage3_prefetch_bucket_size": 50)", 144},
+           {no_reuse + R"(, "stage3_prefetch_bucket_size": 0)", 144},
+           // Reuse: fc1 stays for its backward, within 137 elements but not 136.
+           {R"(, "stage3_prefetch_bucket_size": 0, "stage3_max_reuse_distance": 137)", 144 + 68},
+           {R"(, "stage3_prefetch_bucket_size": 0, "stage3_max_reuse_distance": 136)", 144},
+           // ... and only while the gathered parameters stay within max live.
+           {R"(, "stage3_prefetch_bucket_size": 0, "stage3_max_live_parameters": 100)", 144},
+           {"", 144 + 68}}) {
     std::vector<ShardedParityNet> nets{make_sharded_parity_net(false), make_sharded_parity_net(false)};
     std::vector<std::vector<torch::Tensor>> got(2);
     std::vector<int64_t> peak(2);
@@ -233,6 +244,33 @@ TEST(Stage3, PrefetchFollowsTheFirstStepWithinItsBounds) {
       EXPECT_LE(max_difference(got[r], want), kParityTolerance) << extra;
     }
   }
+}
+
+// Keeping fc1 for its backward saves its second all-gather of every step. (The prefetch
+// window stops at fc2: a prefetch that passes over a gathered unit's next use keeps it too,
+// as in DeepSpeed.)
+TEST(Stage3, ReuseSavesTheSecondGather) {
+  const ParityData data = make_parity_data();
+  const ParityCase c{3, 2, 1};
+  std::vector<int64_t> per_step;
+  for (const std::string reuse : {"0", "1000"}) {
+    const std::string extra = R"(, "stage3_prefetch_bucket_size": 68, "stage3_max_reuse_distance": )" + reuse;
+    std::vector<ShardedParityNet> nets{make_sharded_parity_net(false), make_sharded_parity_net(false)};
+    std::vector<int64_t> issued(2);
+    const auto errors = run_ranks(2, [&](int r, comm::Communicator& comm) {
+      auto engine = zerotrain::initialize(nets[r].ptr(), stage3_config(c, extra), {.comm = comm});
+      for (int s = 0; s < 3; ++s) {
+        const int64_t before = comm.issued();
+        engine.backward(torch::mse_loss(nets[r]->forward(rank_rows(data.x[s], c, r, 0)), rank_rows(data.y[s], c, r, 0)));
+        engine.step();
+        issued[r] = comm.issued() - before;   // the last step's, which follows the trace
+      }
+    });
+    for (int r = 0; r < 2; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_EQ(issued[0], issued[1]);
+    per_step.push_back(issued[0]);
+  }
+  EXPECT_EQ(per_step[0] - per_step[1], 1) << per_step[0] << " and " << per_step[1];
 }
 
 // Model states per rank: the shards only, (4 master + 4 gradients + 8 Adam) bytes per

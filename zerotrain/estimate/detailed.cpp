@@ -9,6 +9,7 @@
 #include "zerotrain/partition/layout.h"
 #include "zerotrain/stages/plan.h"
 #include "zerotrain/stages/unit_plan.h"
+#include "zerotrain/stages/unit_schedule.h"
 
 namespace zerotrain::estimate {
 namespace {
@@ -59,7 +60,7 @@ RankLayout layout_of(const ModelShape& model, const Setup& s, const stages::Stag
   stages::apply_persistence(model.param_numels, units, {s.param_persistence_threshold, s.model_persistence_threshold});
   stages::UnitArrangement a = stages::arrange_units(model.param_numels, units, s.world_size, rank);
   RankLayout r{a.layout};
-  std::vector<int64_t> unit_numels;   // in unit order; buckets run the other way
+  std::vector<int64_t> unit_numels{0};   // by unit, in unit order (buckets run the other way)
   for (size_t b = a.layout.buckets().size(); b-- > 0;) {
     const int64_t n = a.layout.buckets()[b].flat.numel;
     if (a.unit_of_bucket[b] == 0) {
@@ -68,8 +69,19 @@ RankLayout layout_of(const ModelShape& model, const Setup& s, const stages::Stag
       unit_numels.push_back(n);
     }
   }
-  r.gathered_numel = counts_only ? model.largest_layer_params
-                                 : stages::gathered_peak_numel(unit_numels, s.prefetch_bucket_size, s.max_live_parameters);
+  if (counts_only) {
+    r.gathered_numel = model.largest_layer_params;
+    return r;
+  }
+  // The stage's own schedule over a micro-step that enters the units in order and leaves
+  // them in reverse (sharing between units is not modelled).
+  std::vector<std::vector<int>> events;
+  const int unit_count = static_cast<int>(unit_numels.size()) - 1;
+  for (int u = 1; u <= unit_count; ++u) events.push_back({u});
+  for (int u = unit_count; u >= 1; --u) events.push_back({u});
+  const stages::UnitSchedule schedule(std::move(events), std::move(unit_numels),
+                                      {s.prefetch_bucket_size, s.max_live_parameters, s.max_reuse_distance});
+  r.gathered_numel = stages::simulate_gathered_peak(schedule, static_cast<std::size_t>(unit_count));
   return r;
 }
 
@@ -83,7 +95,7 @@ Breakdown rank_states(const ModelShape& model, const Setup& s, int rank) {
   const stages::GroupPlan plan = stages::plan_group(stage, layout, {half, a == kFp32, a == c}, rl.resident_numel);
   Breakdown b;
   b.params = plan.params_numel * p;
-  b.gathered = rl.gathered_numel * p;   // a unit is gathered whole while it computes, with those prefetched
+  b.gathered = rl.gathered_numel * p;   // a unit is gathered whole while it computes, with those prefetched or kept
   b.grads = (plan.grad_full_numel + plan.grad_shard_numel) * a;
   b.master = plan.master_numel * kFp32;
   b.optimizer = plan.optimizer_numel * kAdamBytes;

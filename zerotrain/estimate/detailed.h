@@ -52,6 +52,7 @@ struct Setup {
   int64_t model_persistence_threshold = INT64_MAX;
   int64_t prefetch_bucket_size = 50000000;        // stage 3: stage3_prefetch_bucket_size
   int64_t max_live_parameters = 1000000000;       // stage 3: stage3_max_live_parameters
+  int64_t max_reuse_distance = 1000000000;        // stage 3: stage3_max_reuse_distance
   // The process's own memory before any model exists: LibTorch, its thread pools, the
   // communicator. Measured by `zerotrain train` as baseline_rss_bytes (docs/estimator.md).
   int64_t runtime_bytes = 0;
@@ -67,7 +68,7 @@ struct Breakdown {
   int64_t host = 0;          // of the above, what offload moves to host memory
   int64_t activations = 0;   // saved for backward, one micro-batch
   int64_t backward_transient = 0;   // the largest gradients alive at once during backward
-  int64_t gathered = 0;      // stage 3: full unit parameters alive at once (the unit computing and those prefetched)
+  int64_t gathered = 0;      // stage 3: full unit parameters alive at once (the unit computing, those prefetched or kept for reuse)
   int64_t runtime = 0;
   bool implemented = true;   // false: the engine cannot run this setup yet (offload)
   int64_t model_states() const { return params + grads + master + optimizer + buffers; }

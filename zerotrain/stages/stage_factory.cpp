@@ -11,8 +11,9 @@ std::unique_ptr<Stage> make_stage(const StageTraits& traits, StageContext contex
     if (context.zero) {
       options.persistence.param_threshold = context.zero->param_persistence_threshold.value;
       options.persistence.model_threshold = context.zero->model_persistence_threshold;
-      options.prefetch_bucket_numel = context.zero->prefetch_bucket_size.value;
-      options.max_live_numel = context.zero->max_live_parameters;
+      options.schedule.prefetch_numel = context.zero->prefetch_bucket_size.value;
+      options.schedule.max_live_numel = context.zero->max_live_parameters;
+      options.schedule.reuse_distance_numel = context.zero->max_reuse_distance;
     }
     return std::make_unique<stage3::Stage3>(traits, std::move(context), options);
   }

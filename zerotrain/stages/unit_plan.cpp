@@ -48,24 +48,4 @@ UnitArrangement arrange_units(const std::vector<int64_t>& numels, const std::vec
   return a;
 }
 
-int64_t gathered_peak_numel(const std::vector<int64_t>& unit_numels, int64_t prefetch_numel, int64_t max_live_numel) {
-  std::vector<bool> gathered(unit_numels.size(), false);
-  int64_t live = 0, peak = 0;
-  for (std::size_t k = 0; k < unit_numels.size(); ++k) {
-    if (!gathered[k]) live += unit_numels[k];
-    gathered[k] = true;
-    int64_t budget = std::min(prefetch_numel, max_live_numel - live);
-    for (std::size_t j = k + 1; j < unit_numels.size() && budget > 0; ++j) {
-      if (gathered[j]) continue;
-      if (unit_numels[j] > budget) break;
-      gathered[j] = true;
-      live += unit_numels[j];
-      budget -= unit_numels[j];
-    }
-    peak = std::max(peak, live);
-    live -= unit_numels[k];
-  }
-  return peak;
-}
-
 }  // namespace zerotrain::stages

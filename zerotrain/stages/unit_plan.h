@@ -36,10 +36,4 @@ struct UnitArrangement {
 UnitArrangement arrange_units(const std::vector<int64_t>& numels, const std::vector<int>& unit_of_param,
                               int world_size, int rank);
 
-// The most elements of unit parameters gathered at once in a forward that enters the units
-// in order (`unit_numels[k]`: unit k+1's elements), each gathered on entry and released on
-// exit, with the stage's prefetch of the next units within `prefetch_numel` and
-// `max_live_numel` (Stage3::prefetch_after). Units that share parameters are not modelled.
-int64_t gathered_peak_numel(const std::vector<int64_t>& unit_numels, int64_t prefetch_numel, int64_t max_live_numel);
-
 }  // namespace zerotrain::stages

@@ -249,61 +249,76 @@ void Stage3::pre_forward(int unit) {
     gather(v);
     ++units_[v].active;
   }
-  if (c10::GradMode::is_enabled()) follow_trace(unit);
-}
-
-void Stage3::follow_trace(int unit) {
-  Trace& t = trace_;
-  if (t.recording) {
-    t.order.push_back(unit);
-    return;
-  }
-  if (!t.valid) return;
-  if (t.next >= t.order.size() || t.order[t.next] != unit) {
-    // A data-dependent branch (or a unit called in another order): the recorded order no
-    // longer says what comes next, so gather on demand from here on, as DeepSpeed falls
-    // back when its trace breaks.
-    t.valid = false;
-    if (ctx_.comm.rank() == 0) {
-      ZT_LOG_WARN("ZeRO stage 3: the units ran in another order than in the first step (a data-dependent "
-                  "branch?); prefetching is off from here, each unit is gathered when it is entered");
-    }
-    return;
-  }
-  prefetch_after(++t.next);
-}
-
-// DeepSpeed's budget: at most stage3_prefetch_bucket_size elements ahead, and never past
-// stage3_max_live_parameters gathered at once.
-void Stage3::prefetch_after(std::size_t position) {
-  int64_t budget = std::min(options_.prefetch_bucket_numel, options_.max_live_numel - gathered_numel_);
-  for (std::size_t k = position; k < trace_.order.size() && budget > 0; ++k) {
-    for (int v : map_.units[trace_.order[k]].uses) {
-      UnitState& u = units_[v];
-      if (u.gathered) continue;
-      if (u.numel > budget) return;
-      start_gather(v);
-      budget -= u.numel;
-    }
-  }
+  units_[unit].entered_at = c10::GradMode::is_enabled() ? follow_trace(unit) : kNoEvent;
 }
 
 void Stage3::post_forward(int unit) {
+  const std::size_t event = std::exchange(units_[unit].entered_at, kNoEvent);
   for (int v : map_.units[unit].uses) {
     --units_[v].active;
-    release(v);
+    // Kept when its next use is near (stage3_max_reuse_distance) or a prefetch counted on it.
+    if (event == kNoEvent || !trace_.schedule.keep(event, v, gathered_numel_, trace_.wanted_at)) release(v);
   }
 }
 
 void Stage3::pre_backward(int unit) {
   for (int v : map_.units[unit].uses) gather(v);
+  follow_trace(unit);
+}
+
+std::size_t Stage3::follow_trace(int unit) {
+  Trace& t = trace_;
+  if (t.recording) {
+    t.recorded.push_back(unit);
+    return kNoEvent;
+  }
+  if (!t.valid) return kNoEvent;
+  if (t.next >= t.recorded.size() || t.recorded[t.next] != unit) {
+    // A data-dependent branch (or units called in another order): the recorded order no
+    // longer says what comes next, so units are gathered on demand until the micro-step
+    // ends, and the next one is recorded again, as DeepSpeed invalidates its trace.
+    leave_trace();
+    return kNoEvent;
+  }
+  const std::size_t event = t.next++;
+  auto is_gathered = [this](int v) { return units_[v].gathered; };
+  for (int v : t.schedule.prefetch(event, is_gathered, gathered_numel_, t.wanted_at)) start_gather(v);
+  return event;
+}
+
+void Stage3::leave_trace() {
+  trace_.valid = false;
+  if (!trace_.warned && ctx_.comm.rank() == 0) {
+    ZT_LOG_WARN("ZeRO stage 3: the units ran in another order than in the recorded micro-step (a data-dependent "
+                "branch?); each is gathered when entered until the next micro-step records the order again "
+                "(said once)");
+  }
+  trace_.warned = true;
+}
+
+// The micro-step's backward is over: a first (or re-)recording becomes the schedule; a
+// step that left the trace, or stopped short of its end, records again.
+void Stage3::end_trace_step() {
+  Trace& t = trace_;
+  if (t.recording) {
+    std::vector<std::vector<int>> events;
+    for (int u : t.recorded) events.push_back(map_.units[u].uses);
+    std::vector<int64_t> numels;
+    for (const UnitState& u : units_) numels.push_back(u.numel);
+    t.schedule = UnitSchedule(std::move(events), std::move(numels), options_.schedule);
+    t.recording = false;
+  } else if (!t.valid || t.next != t.recorded.size()) {
+    if (t.valid) leave_trace();   // it stopped short
+    t.recorded.clear();
+    t.recording = true;
+    t.valid = true;
+  }
+  t.next = 0;
+  t.wanted_at.assign(units_.size(), 0);
 }
 
 void Stage3::begin_backward() {
   for (UnitState& u : units_) u.pending = u.trainable;
-  // The forward is over: the first one's order is the trace; the next forward starts at its head.
-  trace_.recording = false;
-  trace_.next = 0;
 }
 
 void Stage3::gradient_done(std::size_t group, std::size_t param) {
@@ -325,8 +340,9 @@ void Stage3::on_unused(GroupState& g, std::size_t param) {
 
 void Stage3::end_backward() {
   // A unit gathered for a backward that brought none of its gradients (frozen, or used
-  // without a gradient) goes too.
+  // without a gradient), or kept for a use that did not come, goes too.
   for (size_t u = 1; u < units_.size(); ++u) release(static_cast<int>(u));
+  end_trace_step();
 }
 
 void Stage3::publish_weights(std::vector<GroupState>& groups) {

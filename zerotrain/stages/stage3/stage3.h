@@ -13,16 +13,16 @@
 #include "zerotrain/stages/stage3/unit_hooks.h"
 #include "zerotrain/stages/stage3/units.h"
 #include "zerotrain/stages/stage_impls.h"
+#include "zerotrain/stages/unit_schedule.h"
 
 namespace zerotrain::stages::stage3 {
 
 struct Stage3Options {
   PersistenceOptions persistence;
-  // DeepSpeed's prefetch bounds, in elements: what one prefetch may gather ahead, and the
-  // most parameters gathered at once that prefetching may reach (the units needed now are
-  // always gathered).
-  int64_t prefetch_bucket_numel = 50'000'000;      // stage3_prefetch_bucket_size
-  int64_t max_live_numel = 1'000'000'000;          // stage3_max_live_parameters
+  // DeepSpeed's bounds, in elements: what one prefetch may gather ahead, the most
+  // parameters gathered at once that prefetching and keeping may reach (the units needed
+  // now are always gathered), and how close a unit's next use must be to keep it.
+  ScheduleOptions schedule;
 };
 
 class Stage3 final : public Stage2 {
@@ -74,16 +74,22 @@ class Stage3 final : public Stage2 {
     int pending = 0;         // this backward: those whose gradient has not come
     int active = 0;          // forwards in progress that use it
     bool gathered = false;   // its memory is allocated (and filled, or being filled by `inflight`)
+    std::size_t entered_at = kNoEvent;   // the event of its forward in progress, if following the trace
     std::vector<comm::Work> inflight;   // a prefetch's all-gathers, not yet waited for
   };
-  // The order units enter their forward, recorded in the first training forward; later
-  // forwards gather the next units ahead while it holds.
+  // The units each event of a micro-step uses (forward entries, then backward entries),
+  // recorded in the first training micro-step; later ones gather ahead and keep units for
+  // reuse by its schedule while they follow it.
   struct Trace {
-    std::vector<int> order;
+    std::vector<int> recorded;   // the unit each event entered
     bool recording = true;
     bool valid = true;
-    std::size_t next = 0;    // position of the next unit expected
+    bool warned = false;
+    std::size_t next = 0;        // the next event expected
+    UnitSchedule schedule;
+    std::vector<std::size_t> wanted_at;   // by unit: UnitSchedule::prefetch's marks
   };
+  static constexpr std::size_t kNoEvent = static_cast<std::size_t>(-1);
   class Hooks;
 
   void gather(int unit);
@@ -92,8 +98,11 @@ class Stage3 final : public Stage2 {
   void start_gather(int unit);   // launches the all-gathers; gather() or release() waits
   void finish_gather(int unit);
   void release(int unit);
-  void follow_trace(int unit);
-  void prefetch_after(std::size_t position);
+  // The event `unit` entering is in the trace (kNoEvent when recording or off the trace);
+  // launches the gathers its schedule says come next.
+  std::size_t follow_trace(int unit);
+  void end_trace_step();
+  void leave_trace();   // off the trace until the micro-step ends (warns once)
   void gradient_done(std::size_t group, std::size_t param);
   // The master weights (and a 16-bit parameter shard) of bucket `bucket` of `group` from its
   // full parameters.
