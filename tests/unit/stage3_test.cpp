@@ -246,6 +246,19 @@ TEST(Stage3, PrefetchAndReuseFollowTheFirstStepWithinTheirBounds) {
   }
 }
 
+// When the engine goes, the units it left sharded refuse to run (or to be given to another
+// engine) with a message, instead of reading memory that is not there.
+TEST(Stage3, UnitsLeftShardedByAGoneEngineRefuseToRun) {
+  const ParityCase c{3, 2, 1};
+  std::vector<ShardedParityNet> nets{make_sharded_parity_net(false), make_sharded_parity_net(false)};
+  const auto errors = run_ranks(2, [&](int r, comm::Communicator& comm) {
+    { auto engine = zerotrain::initialize(nets[r].ptr(), stage3_config(c), {.comm = comm}); }
+    EXPECT_THROW(nets[r]->forward(torch::ones({2, 8})), zerotrain::UsageError);
+    EXPECT_THROW(zerotrain::initialize(nets[r].ptr(), stage3_config(c), {.comm = comm}), zerotrain::UsageError);
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
 // Keeping fc1 for its backward saves its second all-gather of every step. (The prefetch
 // window stops at fc2: a prefetch that passes over a gathered unit's next use keeps it too,
 // as in DeepSpeed.)

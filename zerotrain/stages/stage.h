@@ -60,7 +60,8 @@ class Stage {
   virtual void allocate(GroupState& g);
   // Every group is set up (parameters in no group stay as the model has them).
   virtual void finish_setup() {}
-  // The engine no longer drives the model: a model that outlives it runs plain LibTorch.
+  // The engine no longer drives the model: a model that outlives it runs plain LibTorch
+  // (at stage 3, its units that were left sharded refuse to run).
   virtual void detach() {}
 
   // Backward starts (every micro-step).

@@ -60,6 +60,8 @@ int64_t count_params(const torch::nn::Module& m) {
 }  // namespace
 
 void ShardedModule::attach(std::shared_ptr<stages::stage3::UnitHooks> hooks, int unit) {
+  ZT_CHECK(!left_sharded_, UsageError, "a zerotrain::Sharded unit's parameters were sharded by a ZeRO stage 3 engine "
+           "that is gone, so this rank no longer has them; build the model again for a new engine");
   ZT_CHECK(!hooks_, UsageError, "a zerotrain::Sharded unit is already driven by another engine; build one engine "
            "per model");
   hooks_ = std::move(hooks);
@@ -72,9 +74,13 @@ void ShardedModule::check_runnable() const {
   ZT_CHECK(!presharded_, UsageError, "a zerotrain::Sharded unit built under zerotrain::ZeroInit holds only this "
            "rank's part of its parameters until zerotrain::initialize places them; initialize the engine with "
            "the model (at stage 3) before running it");
+  ZT_CHECK(!left_sharded_, UsageError, "this zerotrain::Sharded unit's parameters were sharded by a ZeRO stage 3 "
+           "engine that is gone, so this rank no longer has them; keep the engine alive while the model runs, or "
+           "take the weights first (engine.consolidated_16bit_state_dict(), or zerotrain::GatheredParameters)");
 }
 
-void ShardedModule::detach() {
+void ShardedModule::detach(bool left_sharded) {
+  left_sharded_ = left_sharded;
   hooks_.reset();
   unit_ = -1;
 }

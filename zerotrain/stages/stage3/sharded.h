@@ -33,9 +33,10 @@ struct PreSharded;
 // The part of every Sharded<M> the engine sees.
 class ShardedModule : public torch::nn::Module {
  public:
-  // Stage 3 attaches its hooks at initialize and detaches them when the engine goes.
+  // Stage 3 attaches its hooks at initialize and detaches them when the engine goes;
+  // `left_sharded`: its parameters are left without memory.
   void attach(std::shared_ptr<stages::stage3::UnitHooks> hooks, int unit);
-  void detach();
+  void detach(bool left_sharded = false);
   bool attached() const { return hooks_ != nullptr; }
   int unit() const { return unit_; }
 
@@ -90,11 +91,14 @@ class ShardedModule : public torch::nn::Module {
     return other;
   }
 
-  void check_runnable() const;   // throws for a unit cut by ZeroInit that no engine drives
+  // Throws for a unit whose parameters have no memory and that no engine drives (cut by
+  // ZeroInit before initialize, or left sharded by an engine that is gone).
+  void check_runnable() const;
 
   std::shared_ptr<stages::stage3::UnitHooks> hooks_;
   int unit_ = -1;
   std::shared_ptr<stages::stage3::PreSharded> presharded_;
+  bool left_sharded_ = false;
 };
 
 template <class Inner>   // a ModuleHolder: torch::nn::Linear, Block, ...

@@ -57,7 +57,7 @@ void Stage3::attach(torch::nn::Module& model) {
 void Stage3::detach() {
   if (!hooks_) return;
   hooks_->stage_ = nullptr;
-  for (size_t u = 1; u < map_.units.size(); ++u) map_.units[u].module->detach();
+  for (size_t u = 1; u < map_.units.size(); ++u) map_.units[u].module->detach(!units_[u].gathered);
   hooks_.reset();
 }
 
