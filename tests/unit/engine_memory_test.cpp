@@ -67,7 +67,9 @@ TEST_P(EngineMemory, MatchesTheZeroFormulas) {
       EXPECT_LE(b.buffers, 4 * (33 * 17));   // the largest bucket (a parameter above the cap)
     }
   }
-  if (stage > 0) EXPECT_EQ(shard_total, kParams);
+  if (stage > 0) {
+    EXPECT_EQ(shard_total, kParams);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, EngineMemory,

@@ -254,6 +254,13 @@ TEST(Stage3, UnitsLeftShardedByAGoneEngineRefuseToRun) {
   const auto errors = run_ranks(2, [&](int r, comm::Communicator& comm) {
     { auto engine = zerotrain::initialize(nets[r].ptr(), stage3_config(c), {.comm = comm}); }
     EXPECT_THROW(nets[r]->forward(torch::ones({2, 8})), zerotrain::UsageError);
+    // A unit without parameters of its own still runs.
+    zerotrain::Sharded<torch::nn::Tanh> act(torch::nn::Tanh{});
+    auto holder = std::make_shared<torch::nn::Module>();
+    holder->register_module("act", act);
+    holder->register_module("fc", zerotrain::Sharded<torch::nn::Linear>(torch::nn::Linear(2, 2)));
+    { auto engine = zerotrain::initialize(holder, stage3_config(c), {.comm = comm}); }
+    EXPECT_TRUE(torch::equal(act(torch::zeros({1, 2})), torch::zeros({1, 2})));
     EXPECT_THROW(zerotrain::initialize(nets[r].ptr(), stage3_config(c), {.comm = comm}), zerotrain::UsageError);
   });
   for (int r = 0; r < 2; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;

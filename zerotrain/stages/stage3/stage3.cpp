@@ -57,7 +57,10 @@ void Stage3::attach(torch::nn::Module& model) {
 void Stage3::detach() {
   if (!hooks_) return;
   hooks_->stage_ = nullptr;
-  for (size_t u = 1; u < map_.units.size(); ++u) map_.units[u].module->detach(!units_[u].gathered);
+  // A unit that is not gathered and holds trained parameters is left without their memory.
+  for (size_t u = 1; u < map_.units.size(); ++u) {
+    map_.units[u].module->detach(!units_[u].gathered && units_[u].numel > 0);
+  }
   hooks_.reset();
 }
 
