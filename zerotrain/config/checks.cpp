@@ -99,9 +99,24 @@ void check_scheduler(const Config& c, Diagnostics& diags) {
   }
 }
 
+// What this build runs: a valid DeepSpeed config that asks for more is "not supported"
+// here, so that `config check` and the engine's start-up (finalize) say the same.
+void check_runnable(const Config& c, Diagnostics& diags) {
+  const auto& z = c.zero_optimization;
+  if (offloads(z.offload_optimizer)) {
+    diags.not_supported("zero_optimization.offload_optimizer.device", "CPU/NVMe optimizer offload",
+                        "set offload_optimizer.device to \"none\" (or remove the block) for now");
+  }
+  if (offloads(z.offload_param)) {
+    diags.not_supported("zero_optimization.offload_param.device", "CPU/NVMe parameter offload",
+                        "set offload_param.device to \"none\" (or remove the block) for now");
+  }
+}
+
 }  // namespace
 
 void check_consistency(const Config& config, Diagnostics& diags) {
+  check_runnable(config, diags);
   check_precision(config, diags);
   check_zero(config, diags);
   check_optimizer(config, diags);

@@ -215,6 +215,16 @@ void finalize(Config& c, int64_t world_size) {
                                               : "give a value, or let the Trainer fill it from " + it->second);
   }
   problems.throw_if_errors("");
+  // The checks `config check` runs, again on the values "auto" resolved to: what the
+  // engine refuses here, config check reports for concrete values.
+  Diagnostics resolved;
+  check_consistency(c, resolved);
+  Diagnostics refused;
+  for (const auto& d : resolved.items()) {
+    if (d.severity == Severity::kError) refused.error(d.path, d.message, d.hint);
+    if (d.severity == Severity::kNotSupported) refused.not_supported(d.path, d.message, d.hint);
+  }
+  refused.throw_if_errors("the resolved config");
   size_t before = c.diagnostics.items().size();
   derive_batch(c, world_size);
   Diagnostics batch_problems;

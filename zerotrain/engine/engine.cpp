@@ -25,15 +25,6 @@ namespace {
 using engine::detail::EngineState;
 using engine::detail::GroupState;
 
-void check_supported(const Config& c) {
-  ZT_CHECK(!(c.fp16_enabled() && c.bf16_enabled()), ConfigError,
-           "fp16 and bf16 are both enabled (after \"auto\" was resolved); enable one of them");
-  const auto& zero = c.zero_optimization;
-  const bool offload = (zero.offload_optimizer && zero.offload_optimizer->device != config::OffloadDevice::kNone) ||
-                       (zero.offload_param && zero.offload_param->device != config::OffloadDevice::kNone);
-  ZT_CHECK(!offload, NotSupported, "zero_optimization.offload_*: CPU/NVMe offload is not implemented yet");
-}
-
 void check_optimizer_source(const Config& c, const stages::StageTraits& stage, const InitOptions& options) {
   if (!options.optimizer) {
     ZT_CHECK(c.optimizer.has_value(), ConfigError,
@@ -200,8 +191,8 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   if (!communicator) communicator = stages::stage3::preshard_comm(*model);
   if (!communicator) communicator = comm::Communicator::init(comm::options_from_config(config));
   auto s = std::make_unique<EngineState>(model, std::move(config), std::move(*communicator));
+  // Refuses what `config check` refuses (config/checks.cpp), on the resolved values.
   config::finalize(s->config, s->comm.world_size());
-  check_supported(s->config);
   const stages::StageTraits traits = stages::traits_of(static_cast<int>(s->config.zero_optimization.stage));
   s->accumulation_steps = s->config.gradient_accumulation_steps.value.value_or(1);
   s->overlap_comm = s->config.zero_optimization.effective_overlap_comm();
