@@ -23,7 +23,6 @@ import os
 import re
 import resource
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt_py  # noqa: E402
+from local_ports import free_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZEROTRAIN_HOME = os.environ.get("ZEROTRAIN_HOME", os.path.expanduser("~/.cache/zerotrain"))
@@ -149,14 +149,6 @@ def worker(args):
 
 
 # --- the launcher ------------------------------------------------------------------------------
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def first_error_line(text):
     """The line that says what went wrong: a Python exception's, else the first that names an error."""
     lines = [l.strip() for l in text.splitlines() if l.strip()]

@@ -12,13 +12,13 @@ import argparse
 import json
 import os
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 from gpt_py import PRESETS, make_gpt, synthetic_batch
+from local_ports import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -53,14 +53,6 @@ def ddp_worker(rank, world, port, preset, micro, steps, lr, seed, out_path):
         with open(out_path, "w") as f:
             json.dump(dict(samples_per_s=steps * micro * world / elapsed, state=state, rss=rss, loss=loss.item()), f)
     dist.destroy_process_group()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def run_ddp(args, out_dir):

@@ -4,10 +4,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <thread>
+#include <vector>
 
 #include "tests/support/parity_model.h"
 #include "tests/support/stage3_models.h"
+#include "tests/support/thread_ranks.h"
 #include "zerotrain/engine/engine.h"
 #include "zerotrain/estimate/detailed.h"
 #include "zerotrain/models/models.h"
@@ -27,14 +28,39 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << "stage " << c.stage << ", " << ze::to_string(c.precision) << (c.overlap ? ", overlap_comm" : "");
 }
 
+// The config's precision block for `precision` ("" for fp32).
+const char* precision_block(ze::Precision precision) {
+  switch (precision) {
+    case ze::Precision::kBf16: return R"(, "bf16": {"enabled": true})";
+    case ze::Precision::kFp16: return R"(, "fp16": {"enabled": true, "initial_scale_power": 8})";
+    case ze::Precision::kFp32: break;
+  }
+  return "";
+}
+
+// Each net trained two steps by an engine of its own rank (threads); each rank's model state bytes.
+template <class Net>
+std::vector<zerotrain::ModelStateBytes> train_two_steps(std::vector<Net>& nets, const zerotrain::Config& config) {
+  std::vector<zerotrain::ModelStateBytes> measured(nets.size());
+  const auto errors = run_ranks(static_cast<int>(nets.size()), [&](int r, zerotrain::comm::Communicator& comm) {
+    auto engine = zerotrain::initialize(nets[r].ptr(), config, {.comm = comm});
+    for (int step = 0; step < 2; ++step) {
+      auto x = torch::ones({4, 8}).to(engine.model_dtype());
+      engine.backward(nets[r]->forward(x).to(torch::kFloat).pow(2).mean());
+      engine.step();
+    }
+    measured[r] = engine.model_state_bytes();
+  });
+  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  return measured;
+}
+
 class EstimateMatchesEngine : public ::testing::TestWithParam<Case> {};
 
 TEST_P(EstimateMatchesEngine, ModelStateBytesPerRank) {
   const Case c = GetParam();
   constexpr int kWorld = 2;
-  const char* block = c.precision == ze::Precision::kBf16   ? R"(, "bf16": {"enabled": true})"
-                      : c.precision == ze::Precision::kFp16 ? R"(, "fp16": {"enabled": true, "initial_scale_power": 8})"
-                                                            : "";
+  const char* block = precision_block(c.precision);
   const auto config = zerotrain::Config::from_string(
       R"({"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.01}},
           "zero_optimization": {"stage": )" + std::to_string(c.stage) + R"(, "reduce_bucket_size": 40, "overlap_comm": )" +
@@ -55,22 +81,9 @@ TEST_P(EstimateMatchesEngine, ModelStateBytesPerRank) {
   setup.overlap_comm = c.overlap;
   const ze::ModelShape shape = zerotrain::models::shape_of(*nets[0], "parity net");
   const int64_t predicted = ze::estimate(shape, setup).model_states();
-  auto world = zerotrain::comm::Communicator::make_thread_world(kWorld);
-  std::vector<int64_t> measured(kWorld);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kWorld; ++r) {
-    threads.emplace_back([&, r] {
-      auto engine = zerotrain::initialize(nets[r].ptr(), config, {.comm = world[r]});
-      for (int step = 0; step < 2; ++step) {
-        auto x = torch::ones({4, 8}).to(engine.model_dtype());
-        engine.backward(nets[r]->forward(x).to(torch::kFloat).pow(2).mean());
-        engine.step();
-      }
-      measured[r] = engine.model_state_bytes().total();
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(predicted, std::max(measured[0], measured[1])) << "rank 0 " << measured[0] << ", rank 1 " << measured[1];
+  const auto measured = train_two_steps(nets, config);
+  EXPECT_EQ(predicted, std::max(measured[0].total(), measured[1].total()))
+      << "rank 0 " << measured[0].total() << ", rank 1 " << measured[1].total();
 }
 
 std::vector<Case> cases() {
@@ -97,9 +110,7 @@ class EstimateMatchesEngineStage3 : public ::testing::TestWithParam<Case> {};
 TEST_P(EstimateMatchesEngineStage3, ModelStateBytesAndGatheredPerRank) {
   const Case c = GetParam();
   constexpr int kWorld = 2;
-  const char* block = c.precision == ze::Precision::kBf16   ? R"(, "bf16": {"enabled": true})"
-                      : c.precision == ze::Precision::kFp16 ? R"(, "fp16": {"enabled": true, "initial_scale_power": 8})"
-                                                            : "";
+  const char* block = precision_block(c.precision);
   const auto config = zerotrain::Config::from_string(
       R"({"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.01}},
           "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0, "overlap_comm": )" +
@@ -117,21 +128,7 @@ TEST_P(EstimateMatchesEngineStage3, ModelStateBytesAndGatheredPerRank) {
   setup.param_persistence_threshold = 0;
   const ze::ModelShape shape = zerotrain::models::shape_of(*nets[0], "sharded parity net");
   const ze::Breakdown predicted = ze::estimate(shape, setup);
-  auto world = zerotrain::comm::Communicator::make_thread_world(kWorld);
-  std::vector<zerotrain::ModelStateBytes> measured(kWorld);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kWorld; ++r) {
-    threads.emplace_back([&, r] {
-      auto engine = zerotrain::initialize(nets[r].ptr(), config, {.comm = world[r]});
-      for (int step = 0; step < 2; ++step) {
-        auto x = torch::ones({4, 8}).to(engine.model_dtype());
-        engine.backward(nets[r]->forward(x).to(torch::kFloat).pow(2).mean());
-        engine.step();
-      }
-      measured[r] = engine.model_state_bytes();
-    });
-  }
-  for (auto& t : threads) t.join();
+  const auto measured = train_two_steps(nets, config);
   EXPECT_EQ(predicted.model_states(), std::max(measured[0].total(), measured[1].total()))
       << "rank 0 " << measured[0].total() << ", rank 1 " << measured[1].total();
   EXPECT_EQ(predicted.gathered, measured[0].gathered_peak);

@@ -60,6 +60,11 @@ struct Case {
   std::string zero_extra;       // more zero_optimization keys
 };
 
+// Names the case in gtest's output instead of dumping the struct's bytes.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "world " << c.world_size << ", accumulation " << c.accumulation << ", " << c.dtype << c.zero_extra;
+}
+
 zerotrain::Config config_for(const Case& c, int stage = 3) {
   std::string json = R"({"train_batch_size": )" + std::to_string(4 * c.world_size * c.accumulation) +
                      R"(, "gradient_accumulation_steps": )" + std::to_string(c.accumulation) +
