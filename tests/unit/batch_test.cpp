@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "tests/unit/config_test_util.h"
 #include "zerotrain/config/resolve.h"
 #include "zerotrain/core/error.h"
@@ -60,6 +62,32 @@ TEST(BatchTriangle, DerivesTheMissingValuesWithFloorDivision) {
     EXPECT_EQ(sizes->micro_batch_per_gpu, c.expected.micro_batch_per_gpu);
     EXPECT_EQ(sizes->gradient_accumulation_steps, c.expected.gradient_accumulation_steps);
   }
+}
+
+// Products that do not fit in 64 bits are refused before any arithmetic: no wrapped value
+// (a micro batch of 2^63-1 at world size 2 once printed "Train batch size: -2").
+TEST(BatchTriangle, ProductsThatOverflowAreErrorsNotWrappedValues) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const BatchInputs inputs[] = {{std::nullopt, kMax, std::nullopt}, {std::nullopt, kMax / 2, 3},
+                                {kMax, std::nullopt, kMax}, {kMax, kMax / 2 + 1, std::nullopt}};
+  for (const auto& in : inputs) {
+    Diagnostics d;
+    EXPECT_FALSE(derive_batch_sizes(in, 2, d).has_value());
+    const std::string e = all_errors(d);
+    EXPECT_TRUE(contains(e, "fit in a 64-bit integer") || contains(e, "has to be greater than 0") ||
+                contains(e, "is not equal to"))
+        << e;
+    EXPECT_FALSE(contains(e, ": -")) << "a wrapped, negative value: " << e;
+  }
+  Diagnostics d;
+  derive_batch_sizes({std::nullopt, kMax, std::nullopt}, 2, d);
+  EXPECT_TRUE(contains(all_errors(d), "train_micro_batch_size_per_gpu * world_size = 9223372036854775807 * 2 "
+                                      "does not fit in a 64-bit integer"))
+      << all_errors(d);
+  // A given value of 0 never reaches a division.
+  Diagnostics zero;
+  EXPECT_FALSE(derive_batch_sizes({8, 0, std::nullopt}, 2, zero).has_value());
+  EXPECT_TRUE(contains(all_errors(zero), "Micro batch size per gpu: 0 has to be greater than 0")) << all_errors(zero);
 }
 
 TEST(BatchTriangle, MessagesExplainTheArithmeticAndTheFix) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <limits>
 
 #include "tests/unit/config_test_util.h"
 #include "zerotrain/core/error.h"
@@ -202,6 +203,22 @@ TEST(ConfigTypes, IntegralFloatsAreIntegersOthersAreNot) {
   EXPECT_TRUE(contains(errors(c), "allgather_bucket_size: expected an integer or \"auto\"") ||
               contains(errors(c), "allgather_bucket_size: expected an integer, got 2.5"))
       << errors(c);
+}
+
+// An unsigned integer above 2^63-1 once wrapped to a negative value, and a non-finite
+// number (possible in a Json built in C++) passed every range check.
+TEST(ConfigTypes, IntegersBeyond64BitsAndNonFiniteNumbersAreErrors) {
+  Config big = load(R"({"train_batch_size": 18446744073709551615})");
+  EXPECT_TRUE(contains(errors(big), "train_batch_size: expected an integer up to 2^63-1")) << errors(big);
+  Json j = Json::parse(R"({"train_batch_size": 8, "gradient_clipping": 1.0,
+                           "optimizer": {"type": "Adam", "params": {"lr": 0.1, "betas": [0.9, 0.99]}}})");
+  j["gradient_clipping"] = std::numeric_limits<double>::quiet_NaN();
+  j["optimizer"]["params"]["lr"] = std::numeric_limits<double>::infinity();
+  j["optimizer"]["params"]["betas"][1] = -std::numeric_limits<double>::infinity();
+  Config c = load_config(j);
+  EXPECT_TRUE(contains(errors(c), "gradient_clipping: expected a finite number or \"auto\", got nan")) << errors(c);
+  EXPECT_TRUE(contains(errors(c), "optimizer.params.lr: expected a finite number")) << errors(c);
+  EXPECT_TRUE(contains(errors(c), "optimizer.params.betas: expected a list of two finite numbers")) << errors(c);
 }
 
 TEST(ConfigTypes, EnumsListTheirValuesAndIgnoreCase) {

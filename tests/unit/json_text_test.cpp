@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -65,6 +68,53 @@ TEST(JsonText, ReadsAFile) {
   std::ofstream(path) << "{\"train_batch_size\": 8, // comment\n}";
   EXPECT_EQ(read_json_file(path)["train_batch_size"], 8);
   std::filesystem::remove(path);
+}
+
+// Everything that walks a Json recurses once per level; 50,000 levels once overflowed the stack.
+TEST(JsonText, DeepNestingIsAnErrorNotACrash) {
+  for (const auto& [open, close] : {std::pair{"[", "]"}, std::pair{"{\"a\":", "}"}}) {
+    std::string text;
+    for (int i = 0; i < 50'000; ++i) text += open;
+    text += "1";
+    for (int i = 0; i < 50'000; ++i) text += close;
+    const std::string msg = message_of([&] { parse_json_text(text, "deep.json"); });
+    EXPECT_NE(msg.find("deep.json: nested deeper than 64 levels"), std::string::npos) << msg.substr(0, 200);
+  }
+  std::string ok;   // the bound itself is accepted
+  for (size_t i = 0; i < kMaxJsonDepth; ++i) ok += "[";
+  for (size_t i = 0; i < kMaxJsonDepth; ++i) ok += "]";
+  EXPECT_NO_THROW(parse_json_text(ok));
+}
+
+TEST(JsonText, OversizedTextIsRefused) {
+  const std::string text = "{\"a\": \"" + std::string(kMaxJsonBytes, 'x') + "\"}";
+  EXPECT_NE(message_of([&] { parse_json_text(text, "big.json"); }).find("more than the"), std::string::npos);
+  auto path = std::filesystem::temp_directory_path() / ("zerotrain_json_text_big_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << text;
+  const std::string msg = message_of([&] { read_json_file(path); });
+  EXPECT_NE(msg.find("is it the right file?"), std::string::npos) << msg;
+  std::filesystem::remove(path);
+}
+
+// Whatever the path is, the read ends at once and says what it is; a FIFO is not waited on.
+TEST(JsonText, NonRegularFilesAreRefusedByWhatTheyAre) {
+  const auto dir = std::filesystem::temp_directory_path() / ("zerotrain_json_text_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  std::filesystem::create_symlink(dir / "loop_b", dir / "loop_a");
+  std::filesystem::create_symlink(dir / "loop_a", dir / "loop_b");
+  const std::pair<std::filesystem::path, std::string> cases[] = {
+      {dir, "is a directory"},
+      {dir / "fifo", "is a FIFO (named pipe)"},
+      {"/dev/zero", "is a character device"},
+      {dir / "loop_a", "is a symlink loop"},
+      {dir / "missing.json", "no such file"},
+  };
+  for (const auto& [path, expected] : cases) {
+    const std::string msg = message_of([&] { read_json_file(path); });
+    EXPECT_NE(msg.find(path.string() + ": cannot read the config file: " + expected), std::string::npos) << msg;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/text_file.h"
 
 namespace zerotrain::launch {
 namespace {
@@ -107,11 +108,10 @@ WorldInfo parse_hostfile(std::string_view text, std::string_view origin) {
 }
 
 WorldInfo read_hostfile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  ZT_CHECK(in.good(), UsageError, "cannot read the hostfile ", path.string(), "; give an existing file to --hostfile");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_hostfile(text.str(), path.string());
+  auto file = files::read_text_file(path, {.what = "hostfile"});
+  ZT_CHECK(file.text, UsageError, "cannot read the hostfile ", path.string(), ": ", file.problem,
+           "; give an existing file to --hostfile");
+  return parse_hostfile(*file.text, path.string());
 }
 
 WorldInfo select_resources(const WorldInfo& hosts, const SelectOptions& options) {

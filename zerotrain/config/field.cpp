@@ -1,6 +1,7 @@
 #include "zerotrain/config/field.h"
 
 #include <cctype>
+#include <cmath>
 
 namespace zerotrain::config {
 
@@ -29,7 +30,8 @@ int enum_index(std::string_view text, const char* const* names, size_t count) {
 }
 
 std::string describe_json(const Json& j) {
-  std::string text = j.dump();
+  // dump() writes NaN and infinity as null, which would read "got null (a number)".
+  std::string text = j.is_number_float() && !std::isfinite(j.get<double>()) ? std::to_string(j.get<double>()) : j.dump();
   if (text.size() > 60) text = text.substr(0, 57) + "...";
   const char* kind = j.is_string() ? "a string"
                      : j.is_boolean() ? "a boolean"

@@ -10,6 +10,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -84,6 +85,15 @@ template <> struct ValueTraits<int64_t> {
   // DeepSpeed (pydantic, lax mode) takes integral floats such as 5e8 for integer fields.
   static bool read(const Json& j, int64_t& out, std::string& expected) {
     expected = "an integer";
+    // An unsigned JSON integer above 2^63-1 would wrap to a negative value.
+    if (j.is_number_unsigned()) {
+      if (j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        expected = "an integer up to 2^63-1";
+        return false;
+      }
+      out = static_cast<int64_t>(j.get<uint64_t>());
+      return true;
+    }
     if (j.is_number_integer()) {
       out = j.get<int64_t>();
       return true;
@@ -102,8 +112,10 @@ template <> struct ValueTraits<int64_t> {
 
 template <> struct ValueTraits<double> {
   static bool read(const Json& j, double& out, std::string& expected) {
-    expected = "a number";
-    if (!j.is_number()) return false;
+    // JSON text has no NaN or infinity, but a Json built in C++ (the API, the values the
+    // command line fills) can; a range check would let NaN through (every comparison is false).
+    expected = "a finite number";
+    if (!j.is_number() || !std::isfinite(j.get<double>())) return false;
     out = j.get<double>();
     return true;
   }
@@ -122,8 +134,9 @@ template <> struct ValueTraits<std::string> {
 
 template <> struct ValueTraits<std::array<double, 2>> {
   static bool read(const Json& j, std::array<double, 2>& out, std::string& expected) {
-    expected = "a list of two numbers";
+    expected = "a list of two finite numbers";
     if (!j.is_array() || j.size() != 2 || !j[0].is_number() || !j[1].is_number()) return false;
+    if (!std::isfinite(j[0].get<double>()) || !std::isfinite(j[1].get<double>())) return false;
     out = {j[0].get<double>(), j[1].get<double>()};
     return true;
   }

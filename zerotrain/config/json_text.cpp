@@ -1,12 +1,11 @@
 #include "zerotrain/config/json_text.h"
 
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/strings.h"
+#include "zerotrain/core/text_file.h"
 
 namespace zerotrain::config {
 namespace {
@@ -122,6 +121,13 @@ class DomBuilder : public nlohmann::json_sax<Json> {
     return true;
   }
   bool open(Json container) {
+    // Everything that walks a Json (dump, destruction, the schema's block readers) recurses
+    // once per level; the bound keeps a hostile file from overflowing the stack.
+    if (stack_.size() >= kMaxJsonDepth) {
+      error_ = detail::str("nested deeper than ", kMaxJsonDepth, " levels; a DeepSpeed config is a few levels deep",
+                           " (is it the right file?)");
+      return false;
+    }
     stack_.push_back({std::move(container), {}});
     return true;
   }
@@ -141,6 +147,8 @@ class DomBuilder : public nlohmann::json_sax<Json> {
 }  // namespace
 
 Json parse_json_text(std::string_view text, std::string_view origin) {
+  ZT_CHECK(static_cast<int64_t>(text.size()) <= kMaxJsonBytes, ConfigError, origin, ": ", text.size(),
+           " bytes of JSON, more than the ", kMaxJsonBytes, " a config may have; is it the right file?");
   std::string cleaned = blank_trailing_commas(text);
   DomBuilder builder(cleaned);
   bool ok = Json::sax_parse(cleaned, &builder, nlohmann::json::input_format_t::json,
@@ -152,12 +160,9 @@ Json parse_json_text(std::string_view text, std::string_view origin) {
 }
 
 Json read_json_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  ZT_CHECK(in.good(), ConfigError, path.string(), ": cannot open the config file (",
-           std::filesystem::exists(path) ? "permission denied?" : "no such file", ")");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_json_text(text.str(), path.string());
+  auto file = files::read_text_file(path, {.what = "config file", .max_bytes = kMaxJsonBytes});
+  ZT_CHECK(file.text, ConfigError, path.string(), ": cannot read the config file: ", file.problem);
+  return parse_json_text(*file.text, path.string());
 }
 
 }  // namespace zerotrain::config
