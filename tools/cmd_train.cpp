@@ -32,7 +32,6 @@ struct TrainOptions {
   std::string deepspeed;
   config::TrainerArgs args;
   int64_t max_steps = 100;
-  int64_t seed = 42;
   int64_t logging_steps = 10;
   std::string metrics_file;
 };
@@ -68,7 +67,7 @@ int run_train(TrainOptions o) {
   // The runtime's own memory (LibTorch, the communicator) before the model: what
   // `zerotrain estimate` calls runtime_bytes.
   const int64_t baseline_rss = peak_rss_bytes();
-  torch::manual_seed(static_cast<uint64_t>(o.seed));
+  torch::manual_seed(static_cast<uint64_t>(o.args.seed));
   std::unique_ptr<models::Model> model;
   {
     // At stage 3 each rank keeps 1/N of every unit as it is built, as HF's Trainer builds
@@ -81,7 +80,7 @@ int run_train(TrainOptions o) {
   }
   auto engine = initialize(model->module(), config, {.comm = comm});
   const auto [dim0, dim1] = model->data_dims();
-  const data::SyntheticDataset dataset(o.model, dim0, dim1, static_cast<uint64_t>(o.seed));
+  const data::SyntheticDataset dataset(o.model, dim0, dim1, static_cast<uint64_t>(o.args.seed));
 
   const int64_t micro = engine.config().train_micro_batch_size_per_gpu.value.value_or(1);
   const int64_t accumulation = engine.config().gradient_accumulation_steps.value.value_or(1);
@@ -178,7 +177,7 @@ Command add_train_command(CLI::App& app) {
   auto* fp16 = cmd->add_flag("--fp16", o->args.fp16, "Train in fp16 with loss scaling (fills \"fp16\": {\"enabled\": \"auto\"})");
   cmd->add_flag("--bf16", o->args.bf16, "Train in bf16 (fills \"bf16\": {\"enabled\": \"auto\"})")->excludes(fp16);
   cmd->add_option("--max_steps", o->max_steps)->capture_default_str();
-  cmd->add_option("--seed", o->seed)->capture_default_str();
+  cmd->add_option("--seed", o->args.seed)->capture_default_str();
   cmd->add_option("--logging_steps", o->logging_steps)->capture_default_str();
   cmd->add_option("--metrics_file", o->metrics_file, "Rank 0 writes one JSON object per logged step here");
   return {cmd, [o] { return run_train(*o); }};

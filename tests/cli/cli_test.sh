@@ -51,7 +51,7 @@ cat >"$tmp/three.json" <<'JSON'
 JSON
 expect three_errors 3 "3 problems" "zero_optimization.stage: must be between 0 and 3, got 7" \
   "zero_optimization.stage3_max_live_parameter: unknown key; did you mean stage3_max_live_parameters?" \
-  "optimizer.params.lr: expected a number or \"auto\", got \"fast\" (a string)" -- "$zt" config check "$tmp/three.json"
+  "optimizer.params.lr: expected a finite number or \"auto\", got \"fast\" (a string)" -- "$zt" config check "$tmp/three.json"
 
 expect json_output 3 '"ok": false' '"severity": "error"' '"path": "zero_optimization.stage"' -- \
   "$zt" config check "$tmp/three.json" --json
@@ -80,6 +80,26 @@ expect duplicate_keys 3 "duplicate keys" -- "$zt" config check "$tmp/dup.json"
 expect duplicate_keys_json 3 '"ok": false' "duplicate keys" -- "$zt" config check "$tmp/dup.json" --json
 expect missing_file 3 "no such file" -- "$zt" config check "$tmp/nope.json"
 expect bad_world_size 2 "--world_size must be at least 1" -- "$zt" config check "$tmp/unknown.json" --world_size 0
+
+# The reader on any file: deep nesting, non-regular files (a FIFO is not waited on), and
+# batch arithmetic beyond 64 bits.
+python3 -c "print('[' * 50000 + ']' * 50000)" >"$tmp/deep.json"
+expect deep_nesting 3 "deep.json: nested deeper than 64 levels" -- "$zt" config check "$tmp/deep.json"
+mkfifo "$tmp/fifo.json"
+expect fifo_config 3 "fifo.json: cannot read the config file: is a FIFO (named pipe)" -- \
+  timeout 20 "$zt" config check "$tmp/fifo.json"
+expect dir_hostfile 2 "cannot read the hostfile $tmp: is a directory" -- "$zt" launch --hostfile "$tmp" -- true
+echo '{"train_micro_batch_size_per_gpu": 9223372036854775807}' >"$tmp/huge_batch.json"
+expect batch_overflow 3 "9223372036854775807 * 2 does not fit in a 64-bit integer" -- \
+  "$zt" config check "$tmp/huge_batch.json" --world_size 2
+
+# Trainer arguments are checked as the config keys they fill, whatever the config has.
+expect train_lr_nan 3 "optimizer.params.lr: expected a finite number" "filled from --learning_rate" -- \
+  "$zt" train --model mlp --deepspeed "$root/examples/ds_config_train_zero2.json" --learning_rate nan --max_steps 1
+expect train_clip_negative 3 "gradient_clipping: must be at least 0, got -1" -- \
+  "$zt" train --model mlp --deepspeed "$root/examples/ds_config_train_zero2.json" --max_grad_norm -1 --max_steps 1
+expect train_seed_negative 3 "--seed must be between 0 and 2**32 - 1, got -5" -- \
+  "$zt" train --model mlp --deepspeed "$root/examples/ds_config_train_zero2.json" --seed -5 --max_steps 1
 
 # zerotrain train in half precision: the flags, and an fp16 run that cannot recover.
 expect train_fp16_and_bf16 2 "excludes" -- \

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <limits>
+
 #include "tests/unit/config_test_util.h"
 #include "zerotrain/core/error.h"
 
@@ -112,6 +115,60 @@ TEST(Finalize, Stage3BucketAutosOutsideStage3KeepDefaults) {
   Config c = load(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2, "stage3_prefetch_bucket_size": "auto"}})");
   finalize(c, 1);
   EXPECT_EQ(c.zero_optimization.prefetch_bucket_size.value, 50'000'000);
+}
+
+std::string config_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no ConfigError";
+}
+
+// Each Trainer argument is checked as the config key it fills is checked in a file, whether
+// or not this config has that key (the config here has none of them).
+TEST(TrainerArgs, AreCheckedLikeTheKeysTheyFill) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  struct Case {
+    TrainerArgs args;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {{.learning_rate = -1}, "optimizer.params.lr: must be at least 0, got -1 (filled from --learning_rate)"},
+      {{.learning_rate = nan}, "optimizer.params.lr: expected a finite number or \"auto\", got nan"},
+      {{.learning_rate = inf}, "scheduler.params.warmup_max_lr: expected a finite number or \"auto\", got inf"},
+      {{.max_grad_norm = -0.5}, "gradient_clipping: must be at least 0, got -0.5 (filled from --max_grad_norm)"},
+      {{.adam_epsilon = nan}, "optimizer.params.eps: expected a finite number"},
+      {{.warmup_steps = -3}, "scheduler.params.warmup_num_steps: must be at least 0, got -3"},
+      {{.per_device_train_batch_size = 0}, "train_micro_batch_size_per_gpu: must be at least 1, got 0"},
+      {{.gradient_accumulation_steps = -2}, "gradient_accumulation_steps: must be at least 1, got -2"},
+      {{.per_device_train_batch_size = int64_t{1} << 62, .gradient_accumulation_steps = 4},
+       "--per_device_train_batch_size * --gradient_accumulation_steps does not fit in a 64-bit integer"},
+      {{.fp16 = true, .bf16 = true}, "fp16"},
+      {{.warmup_ratio = 1.5}, "--warmup_ratio must lie in range [0,1], got 1.5"},
+      {{.seed = -1}, "--seed must be between 0 and 2**32 - 1, got -1"},
+      {{.seed = int64_t{1} << 32}, "--seed must be between 0 and 2**32 - 1"},
+      {{.hidden_size = int64_t{1} << 40}, "hidden_size^2 (for the ZeRO bucket sizes) does not fit"},
+  };
+  for (const auto& c : cases) {
+    Config config = load(R"({"train_batch_size": 8})");
+    const std::string msg = config_error_of([&] { resolve_auto(config, c.args); });
+    EXPECT_TRUE(contains(msg, c.expected)) << "expected: " << c.expected << "\ngot: " << msg;
+  }
+  Config ok = load(R"({"train_batch_size": 8})");
+  EXPECT_NO_THROW(resolve_auto(ok, TrainerArgs{.seed = 0xFFFFFFFF}));
+}
+
+// A value set from C++ after the load passes the reader's checks when the engine starts.
+TEST(Finalize, ChecksValuesSetInCodeAsTheReaderWould) {
+  Config c = load(R"({"train_batch_size": 8, "gradient_clipping": 1.0,
+                      "optimizer": {"type": "AdamW", "params": {"lr": 0.001}}})");
+  std::get<AdamParams>(c.optimizer->params).lr.value = std::numeric_limits<double>::quiet_NaN();
+  c.gradient_clipping.value = -1;
+  const std::string msg = config_error_of([&] { finalize(c, 1); });
+  EXPECT_TRUE(contains(msg, "optimizer.params.lr: expected a finite number")) << msg;
+  EXPECT_TRUE(contains(msg, "gradient_clipping: must be at least 0, got -1")) << msg;
 }
 
 }  // namespace

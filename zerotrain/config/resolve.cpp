@@ -110,14 +110,25 @@ void fill_optimizer_params(Filler& f, Params& p, const TrainerArgs& a) {
   f.match("optimizer.params.weight_decay", p.weight_decay, a.weight_decay, "weight_decay");
 }
 
+// HF's rule (warmup_steps wins when set), except that a negative count is passed on to be
+// refused as warmup_num_steps would be, instead of falling back to warmup_ratio.
 int64_t warmup_steps(const TrainerArgs& a, int64_t total) {
-  return a.warmup_steps > 0 ? a.warmup_steps
+  return a.warmup_steps != 0 ? a.warmup_steps
                             : static_cast<int64_t>(std::ceil(static_cast<double>(total) * a.warmup_ratio));
 }
 
-}  // namespace
+// A product of Trainer arguments that fills a config key; one that does not fit in 64 bits
+// is an error, not a wrapped (negative) batch size.
+int64_t checked_product(std::initializer_list<int64_t> factors, const char* what) {
+  int64_t product = 1;
+  for (int64_t f : factors) {
+    ZT_CHECK(!__builtin_mul_overflow(product, f, &product), ConfigError, what,
+             " does not fit in a 64-bit integer; use smaller values");
+  }
+  return product;
+}
 
-void resolve_auto(Config& c, const TrainerArgs& a) {
+void fill_auto(Config& c, const TrainerArgs& a) {
   Filler f(c);
   using OptI = std::optional<int64_t>;
   f.match("train_micro_batch_size_per_gpu", c.train_micro_batch_size_per_gpu,
@@ -125,7 +136,8 @@ void resolve_auto(Config& c, const TrainerArgs& a) {
   f.match("gradient_accumulation_steps", c.gradient_accumulation_steps, OptI(a.gradient_accumulation_steps),
           "gradient_accumulation_steps");
   f.match("train_batch_size", c.train_batch_size,
-          OptI(a.world_size * a.per_device_train_batch_size * a.gradient_accumulation_steps),
+          OptI(checked_product({a.world_size, a.per_device_train_batch_size, a.gradient_accumulation_steps},
+                               "world_size * --per_device_train_batch_size * --gradient_accumulation_steps")),
           "train_batch_size (calculated)");
   f.match("gradient_clipping", c.gradient_clipping, a.max_grad_norm, "max_grad_norm");
   if (c.optimizer) {
@@ -172,15 +184,77 @@ void resolve_auto(Config& c, const TrainerArgs& a) {
 
   auto& z = c.zero_optimization;
   if (a.hidden_size) {
-    int64_t h = *a.hidden_size;
-    f.fill_only("zero_optimization.reduce_bucket_size", z.reduce_bucket_size, h * h);
+    const int64_t h = *a.hidden_size;
+    const int64_t h2 = checked_product({h, h}, "the model's hidden_size^2 (for the ZeRO bucket sizes)");
+    checked_product({10, h}, "10 * the model's hidden_size (for stage3_param_persistence_threshold)");
+    f.fill_only("zero_optimization.reduce_bucket_size", z.reduce_bucket_size, h2);
     if (z.stage == 3) {
       f.fill_only("zero_optimization.prefetch_bucket_size", z.prefetch_bucket_size,
-                  static_cast<int64_t>(0.9 * static_cast<double>(h * h)));
+                  static_cast<int64_t>(0.9 * static_cast<double>(h2)));
       f.fill_only("zero_optimization.param_persistence_threshold", z.param_persistence_threshold, 10 * h);
     }
   }
   f.throw_if_mismatched();
+}
+
+// The file reader's checks, run again on the config as it now is: a value that the Trainer
+// arguments filled, or that C++ code set, passes exactly the checks (types, ranges, finite
+// numbers, the checks across blocks) that it would have passed in the file.
+void check_as_read(const Config& c, const std::string& what) {
+  const Config again = load_config(c.to_json());
+  Diagnostics refused;
+  for (const auto& d : again.diagnostics.items()) {
+    if (d.severity == Severity::kWarning) continue;
+    std::string message = d.message;
+    if (c.source_of(d.path) == Source::kAuto) {
+      if (auto it = auto_sources().find(d.path); it != auto_sources().end()) {
+        message += " (filled from " + it->second + ")";
+      }
+    }
+    if (d.severity == Severity::kError) refused.error(d.path, message, d.hint);
+    if (d.severity == Severity::kNotSupported) refused.not_supported(d.path, message, d.hint);
+  }
+  refused.throw_if_errors(what);
+}
+
+// A config in which every key the Trainer fills is "auto": filling it from the arguments and
+// reading it back checks each argument as the key it fills, whatever the user's config has.
+const Json& every_auto_key() {
+  static const Json j = Json::parse(R"({
+    "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+    "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
+    "scheduler": {"type": "WarmupLR",
+                  "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto", "warmup_num_steps": "auto"}},
+    "fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"},
+    "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
+                          "stage3_param_persistence_threshold": "auto"}})");
+  return j;
+}
+
+}  // namespace
+
+void check_trainer_args(const TrainerArgs& a) {
+  // HF's own rules for what fills no config key (TrainingArguments.__post_init__, set_seed).
+  ZT_CHECK(a.world_size >= 1, ConfigError, "the world size must be at least 1, got ", a.world_size);
+  ZT_CHECK(a.warmup_ratio >= 0.0 && a.warmup_ratio <= 1.0, ConfigError,
+           "--warmup_ratio must lie in range [0,1], got ", a.warmup_ratio);
+  ZT_CHECK(a.seed >= 0 && a.seed <= 0xFFFFFFFFLL, ConfigError, "--seed must be between 0 and 2**32 - 1, got ",
+           a.seed, " (HF's set_seed seeds numpy, which takes no other value)");
+  ZT_CHECK(!a.num_training_steps || *a.num_training_steps >= 1, ConfigError,
+           "the number of training steps must be at least 1, got ", *a.num_training_steps);
+  // Everything else fills a config key and is checked as that key is.
+  Config probe = load_config(every_auto_key());
+  ZT_INTERNAL_ASSERT(!probe.diagnostics.has_errors(), "the all-\"auto\" config does not load");
+  TrainerArgs filling = a;   // so that the warmup keys are filled, and checked, too
+  if (!filling.num_training_steps) filling.num_training_steps = 1;
+  fill_auto(probe, filling);
+  check_as_read(probe, "the Trainer arguments");
+}
+
+void resolve_auto(Config& c, const TrainerArgs& a) {
+  check_trainer_args(a);
+  fill_auto(c, a);
 }
 
 void derive_batch(Config& c, int64_t world_size) {
@@ -215,16 +289,9 @@ void finalize(Config& c, int64_t world_size) {
                                               : "give a value, or let the Trainer fill it from " + it->second);
   }
   problems.throw_if_errors("");
-  // The checks `config check` runs, again on the values "auto" resolved to: what the
-  // engine refuses here, config check reports for concrete values.
-  Diagnostics resolved;
-  check_consistency(c, resolved);
-  Diagnostics refused;
-  for (const auto& d : resolved.items()) {
-    if (d.severity == Severity::kError) refused.error(d.path, d.message, d.hint);
-    if (d.severity == Severity::kNotSupported) refused.not_supported(d.path, d.message, d.hint);
-  }
-  refused.throw_if_errors("the resolved config");
+  // Everything `config check` checks, again on the values "auto" resolved to and on what
+  // C++ code set: what the engine refuses here, config check reports for concrete values.
+  check_as_read(c, "the resolved config");
   size_t before = c.diagnostics.items().size();
   derive_batch(c, world_size);
   Diagnostics batch_problems;

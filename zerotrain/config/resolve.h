@@ -24,6 +24,7 @@ struct TrainerArgs {
   bool bf16 = false;
   int64_t warmup_steps = 0;       // wins over warmup_ratio when > 0, as in HF
   double warmup_ratio = 0.0;
+  int64_t seed = 42;
   std::optional<int64_t> num_training_steps;   // fills scheduler total_num_steps
   std::optional<int64_t> hidden_size;          // fills the ZeRO bucket sizes
 };
@@ -31,8 +32,15 @@ struct TrainerArgs {
 // Does what transformers' HfTrainerDeepSpeedConfig.trainer_config_process and
 // trainer_config_finalize do: every "auto" key takes the Trainer's value; a key the file sets
 // to a value that differs from the Trainer's is a mismatch. All mismatches are reported in
-// one ConfigError. Filled keys get Source::kAuto.
+// one ConfigError. Filled keys get Source::kAuto. The arguments are checked first
+// (check_trainer_args), whether or not the config has the keys they fill.
 void resolve_auto(Config& config, const TrainerArgs& args);
+
+// Checks each argument exactly as a config file's value for the key it fills is checked
+// (--learning_rate as optimizer.params.lr: finite, at least 0, ...), and the rest by HF's
+// rules (--seed within 0..2^32-1, --warmup_ratio within [0, 1]). Throws one ConfigError
+// naming every bad argument.
+void check_trainer_args(const TrainerArgs& args);
 
 // The last step before an engine starts: every "auto" must be resolved (an error names each
 // key and the Trainer argument that fills it), and the batch triangle is derived and checked
