@@ -1,14 +1,17 @@
 // The `zerotrain` command. The only place that maps exceptions to exit codes:
 //   0 success, 1 other error, 2 usage, 3 config, 4 not supported, 5 comm, 6 timeout,
-//   7 io, 8 checkpoint, 70 internal (a bug). See docs/errors.md.
+//   7 io, 8 checkpoint, 9 numerics, 10 resources, 70 internal (a bug). See docs/errors.md.
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <vector>
 
 #include "tools/commands.h"
+#include "tools/typed_errors.h"
 #include "zerotrain/core/error.h"
 
 int main(int argc, char** argv) {
@@ -26,7 +29,15 @@ int main(int argc, char** argv) {
     std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);   // CLI11 wants them reversed
     app.parse(reversed);
     for (const auto& command : commands) {
-      if (command.app->parsed()) return command.run();
+      if (command.app->parsed()) {
+        const int rc = command.run();
+        // Output that could not be written (a full disk, a closed pipe) is a failure, not
+        // a success that printed nothing.
+        std::cout.flush();
+        ZT_CHECK(std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good(), zerotrain::IoError,
+                 "cannot write the standard output: ", std::strerror(errno));
+        return rc;
+      }
     }
     std::cout << app.help();
     return 2;
@@ -36,8 +47,9 @@ int main(int argc, char** argv) {
   } catch (const zerotrain::Error& e) {
     std::fprintf(stderr, "zerotrain: %s\n", e.what());
     return e.exit_code();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "zerotrain: unexpected error: %s\n", e.what());
-    return 1;
+  } catch (...) {
+    const auto typed = zt::as_typed_error(std::current_exception());
+    std::fprintf(stderr, "zerotrain: %s\n", typed->what());
+    return typed->exit_code();
   }
 }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <thread>
+#include <tuple>
 
 #include "tests/support/parity_model.h"
 #include "tests/support/thread_ranks.h"
@@ -144,6 +145,47 @@ TEST(OverflowWatch, ConsecutiveSkipsStopTrainingWithADiagnosis) {
     EXPECT_EQ(errors[r].find("fc2.weight"), std::string::npos) << "only fc1.weight overflowed:\n" << errors[r];
   }
 }
+
+// fp32 and bf16 have no loss scale to lower: a NaN gradient on one rank stops training on
+// every rank, before the update, with a diagnosis (before, every weight became NaN and the
+// run went on to exit 0).
+class NonFiniteGradients : public ::testing::TestWithParam<std::tuple<int, const char*>> {};
+
+TEST_P(NonFiniteGradients, StopEveryRankBeforeTheUpdate) {
+  const auto [stage, precision] = GetParam();
+  const auto cfg = config(stage, std::string(precision) == "bf16" ? R"(, "bf16": {"enabled": true})" : "");
+  auto nets = make_nets(2);
+  std::vector<std::vector<torch::Tensor>> before(2);
+  std::vector<int> steps_done(2, 0);
+  const auto errors = run_ranks(2, [&](int r, comm::Communicator c) {
+    auto engine = zerotrain::initialize(nets[r].ptr(), cfg, {.comm = c});
+    int step = 0;
+    if (r == 1) {
+      nets[r]->fc2->bias.register_hook([&step](const torch::Tensor& grad) {
+        return step == 2 ? torch::full_like(grad, std::numeric_limits<float>::quiet_NaN()) : grad;
+      });
+    }
+    for (; step < 5; ++step) {
+      if (step == 2) before[r] = snapshot(nets[r]);
+      train_step(engine, nets[r], r);
+      ++steps_done[r];
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(steps_done[r], 2) << "rank " << r << " should stop on its third step";
+    for (const char* part : {"[numerics] step 3: the gradients are not finite (norm nan)", precision,
+                             "The weights were not updated", "fc2.bias", "a learning rate too high (now 0.01)"}) {
+      EXPECT_NE(errors[r].find(part), std::string::npos) << "rank " << r << " lacks '" << part << "':\n" << errors[r];
+    }
+    EXPECT_TRUE(bit_identical(snapshot(nets[r]), before[r])) << "rank " << r << " updated its weights";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(StagesAndPrecisions, NonFiniteGradients,
+                         ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values("fp32", "bf16")),
+                         [](const auto& info) {
+                           return "stage" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+                         });
 
 TEST(OverflowWatch, DeepSpeedsMinimumScaleErrorCarriesTheDiagnosis) {
   // Stage 1: the ZeRO scaler raises at the minimum (stage 0's does not; the watch stops that).

@@ -76,10 +76,18 @@ class CheckpointError : public IoError {
   int exit_code() const override { return 8; }
 };
 
-class NumericsError : public Error { // training cannot go on: gradients overflow at every loss scale
- public:
-  explicit NumericsError(const std::string& message) : Error("fp16", message) {}
+class NumericsError : public Error { // training cannot go on: fp16 gradients overflow at every loss
+ public:                              // scale, or fp32/bf16 gradients are not finite
+  explicit NumericsError(const std::string& message, std::string component = "fp16")
+      : Error(std::move(component), message) {}
   int exit_code() const override { return 9; }
+};
+
+class ResourceError : public Error { // the machine lacks what the job needs: memory above all
+ public:
+  explicit ResourceError(const std::string& message, std::string component = "memory")
+      : Error(std::move(component), message) {}
+  int exit_code() const override { return 10; }
 };
 
 class InternalError : public Error { // a zerotrain bug

@@ -90,6 +90,11 @@ struct EngineState {
   std::vector<std::string> overflowed_parameters();
   // fp16: updates the scale and logs DeepSpeed's line; the overflow watch may stop training.
   void update_loss_scale(const GradCheck& check);
+  // fp32 and bf16 have no loss scale to lower: gradients that are not finite would turn every
+  // weight into NaN, so training stops before the update (NumericsError with the diagnosis).
+  // Every rank decides alike: the norm is the same on all of them.
+  void stop_if_not_finite(double grad_norm);
+  std::optional<int64_t> last_finite_norm_step;   // for the diagnosis
 };
 
 }  // namespace zerotrain::engine::detail

@@ -91,6 +91,32 @@ void EngineState::update_loss_scale(const GradCheck& check) {
   watch->record(std::move(record));
 }
 
+void EngineState::stop_if_not_finite(double grad_norm) {
+  if (scaler) return;   // fp16: a skipped step and the overflow watch
+  if (std::isfinite(grad_norm)) {
+    last_finite_norm_step = global_steps;
+    return;
+  }
+  const std::vector<std::string> names = overflowed_parameters();
+  std::string listed;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) listed += (i ? ", " : "") + names[i];
+  if (names.size() > 8) listed += ::zerotrain::detail::str(" and ", names.size() - 8, " more");
+  std::string last = last_finite_norm_step
+                         ? ::zerotrain::detail::str("the last finite gradient norm was ", global_grad_norm.value_or(-1), " at step ",
+                                       *last_finite_norm_step + 1)
+                         : std::string("no step had finite gradients");
+  throw NumericsError(
+      ::zerotrain::detail::str("step ", global_steps + 1, ": the gradients are not finite (norm ",
+                               std::isnan(grad_norm) ? "nan" : "inf", ") in ",
+                  precision::dtype_name(precision.model), " training: the loss became NaN or infinite. ",
+                  "The weights were not updated. Non-finite gradients (last layer first): ",
+                  listed.empty() ? "none listed" : listed, "; ", last,
+                  ". Usual causes: a learning rate too high (now ", groups.empty() ? 0.0 : groups.front().hyper.lr,
+                  "), no gradient clipping (gradient_clipping ", config.gradient_clipping.value,
+                  "), or a batch holding inf or nan"),
+      "numerics");
+}
+
 }  // namespace zerotrain::engine::detail
 
 namespace zerotrain {
