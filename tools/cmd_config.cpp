@@ -9,6 +9,7 @@
 
 #include "tools/commands.h"
 #include "zerotrain/config/config.h"
+#include "zerotrain/config/effective.h"
 #include "zerotrain/config/resolve.h"
 #include "zerotrain/core/error.h"
 
@@ -23,17 +24,6 @@ struct CheckOptions {
   bool json = false;
   bool allow_unknown_keys = false;
 };
-
-void flatten(const Json& j, const std::string& prefix, std::vector<std::pair<std::string, Json>>& rows) {
-  for (const auto& [key, value] : j.items()) {
-    std::string path = prefix.empty() ? key : prefix + "." + key;
-    if (value.is_object() && !value.empty()) {
-      flatten(value, path, rows);
-    } else {
-      rows.emplace_back(path, value);
-    }
-  }
-}
 
 const char* severity_name(config::Severity s) {
   switch (s) {
@@ -70,8 +60,6 @@ int run_check(const CheckOptions& opt) {
   const auto& diags = cfg.diagnostics;
   const int rc = exit_code_for(diags);
 
-  std::vector<std::pair<std::string, Json>> rows;
-  if (rc == 0) flatten(cfg.to_json(), "", rows);
 
   if (opt.json) {
     Json out;
@@ -85,7 +73,9 @@ int run_check(const CheckOptions& opt) {
     }
     if (rc == 0) {
       out["config"] = cfg.to_json();
-      for (const auto& [path, value] : rows) out["sources"][path] = config::to_string(cfg.source_of(path));
+      for (const auto& [path, value] : config::flatten(out["config"])) {
+        out["sources"][path] = config::to_string(cfg.source_of(path));
+      }
     }
     std::cout << out.dump(2) << "\n";
     return rc;
@@ -103,15 +93,7 @@ int run_check(const CheckOptions& opt) {
   }
   if (rc != 0) return rc;
 
-  size_t width = 0;
-  for (const auto& row : rows) width = std::max(width, row.first.size());
-  std::cout << "\neffective config (value [source]):\n";
-  for (const auto& [path, value] : rows) {
-    std::string text = value.dump();
-    std::cout << "  " << path << std::string(width + 2 - path.size(), ' ') << text
-              << std::string(text.size() < 14 ? 14 - text.size() : 1, ' ') << " ["
-              << config::to_string(cfg.source_of(path)) << "]\n";
-  }
+  std::cout << "\neffective config (value [source]):\n" << config::effective_table(cfg);
   return 0;
 }
 

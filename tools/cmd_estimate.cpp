@@ -64,10 +64,16 @@ void add_model_options(CLI::App* cmd, ModelOptions& m) {
 }
 
 void add_setup_options(CLI::App* cmd, estimate::Setup& s, std::string& runtime_bytes) {
-  cmd->add_option("--world_size", s.world_size, "Ranks")->capture_default_str();
-  cmd->add_option("--micro_batch", s.micro_batch, "Samples per rank per micro-step")->capture_default_str();
-  cmd->add_option("--seq_len", s.seq_len, "Tokens per sample (gpt; default: the block size)");
-  cmd->add_option("--reduce_bucket_size", s.reduce_bucket_size, "Elements per gradient bucket")->capture_default_str();
+  // Every number is range-checked where it is parsed, as the config reader checks the keys.
+  cmd->add_option("--world_size", s.world_size, "Ranks")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--micro_batch", s.micro_batch, "Samples per rank per micro-step")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--seq_len", s.seq_len, "Tokens per sample (gpt; default: the block size)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--reduce_bucket_size", s.reduce_bucket_size, "Elements per gradient bucket")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--overlap_comm", s.overlap_comm, "Two buckets in flight (DeepSpeed's double buffering)");
   cmd->add_option("--param_persistence_threshold", s.param_persistence_threshold,
                   "Stage 3: parameters this small stay gathered (stage3_param_persistence_threshold)")
@@ -224,7 +230,7 @@ int run_advise(const AdviseOptions& o) {
             << (s.offload_optimizer ? (s.offload_param ? " with optimizer and parameter offload" : " with optimizer offload")
                                     : "")
             << ": the fastest setup that fits"
-            << (advice.breakdown.implemented ? "." : " (this engine does not run it yet: stage 3 and offload come next).")
+            << (advice.breakdown.implemented ? "." : " (this engine does not run offload yet).")
             << "\n\n"
             << advice.config_json << "\n";
   return 0;

@@ -7,7 +7,6 @@
 #include <torch/torch.h>
 
 #include <chrono>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -16,9 +15,13 @@
 
 #include "tools/commands.h"
 #include "zerotrain/config/resolve.h"
+#include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/logging.h"
+#include "zerotrain/core/output_file.h"
 #include "zerotrain/data/synthetic.h"
 #include "zerotrain/engine/engine.h"
+#include "zerotrain/estimate/fit_check.h"
 #include "zerotrain/models/models.h"
 #include "zerotrain/stages/traits.h"
 
@@ -34,7 +37,43 @@ struct TrainOptions {
   int64_t max_steps = 100;
   int64_t logging_steps = 10;
   std::string metrics_file;
+  std::string log_level = "passive";
+  int local_rank = -1;             // DeepSpeed's launcher appends --local_rank=N
+  bool skip_memory_check = false;
 };
+
+// DeepSpeed's launcher passes --local_rank=N, and torchrun's environment LOCAL_RANK; when
+// both are there they must agree (a script given the wrong one would use another's device).
+void check_local_rank(int given) {
+  if (given < 0) return;
+  const auto from_env = env::get_int("LOCAL_RANK");
+  ZT_CHECK(!from_env || *from_env == given, UsageError, "--local_rank=", given, " but LOCAL_RANK=", *from_env,
+           " in the environment; drop the flag or launch with a launcher that sets both alike");
+}
+
+// The estimator's peak against what this host has left, before the model is built: a job
+// that cannot fit is refused with what would (every rank agrees: one too-large verdict
+// stops all of them, so none waits for the others in a collective).
+void check_memory_fits(const Config& resolved, const estimate::ModelShape& shape, comm::Communicator& comm,
+                       int64_t used_bytes) {
+  Config config = resolved;
+  config::finalize(config, comm.world_size());   // the micro-batch, as the engine will derive it
+  const int on_host = static_cast<int>(
+      env::get_int("LOCAL_WORLD_SIZE").value_or(env::get_int("OMPI_COMM_WORLD_LOCAL_SIZE").value_or(comm.world_size())));
+  const auto verdict =
+      estimate::check_fit(shape, estimate::setup_from_config(config, comm.world_size()),
+                          {.ranks_on_host = std::max(1, on_host), .already_used_bytes = used_bytes});
+  auto worst = torch::full({1}, static_cast<int64_t>(verdict.kind == estimate::FitVerdict::Kind::kTooLarge), torch::kLong);
+  comm.all_reduce(worst, comm::ReduceOp::kMax).wait();
+  if (worst.item<int64_t>() > 0) {
+    ZT_CHECK(verdict.kind != estimate::FitVerdict::Kind::kTooLarge, ResourceError, "the job does not fit in memory: ",
+             verdict.message, ". (--skip_memory_check trains anyway.)");
+    throw ResourceError("the job does not fit in memory on another rank's host; its message says what to change");
+  }
+  if (verdict.kind == estimate::FitVerdict::Kind::kTight && comm.rank() == 0) {
+    ZT_LOG_WARN("memory is tight: ", verdict.message);
+  }
+}
 
 int64_t peak_rss_bytes() {
   rusage usage{};
@@ -50,6 +89,8 @@ std::vector<int64_t> per_rank(comm::Communicator& comm, int64_t value) {
 }
 
 int run_train(TrainOptions o) {
+  log::set_level(o.log_level);
+  check_local_rank(o.local_rank);
   ZT_CHECK(o.dataset == "synthetic", UsageError, "--dataset ", o.dataset,
            ": this build has the synthetic datasets only (--dataset synthetic)");
   ZT_CHECK(!o.deepspeed.empty(), UsageError, "--deepspeed FILE: give the DeepSpeed config to train with");
@@ -67,6 +108,7 @@ int run_train(TrainOptions o) {
   // The runtime's own memory (LibTorch, the communicator) before the model: what
   // `zerotrain estimate` calls runtime_bytes.
   const int64_t baseline_rss = peak_rss_bytes();
+  if (!o.skip_memory_check) check_memory_fits(config, shape, comm, baseline_rss);
   torch::manual_seed(static_cast<uint64_t>(o.args.seed));
   std::unique_ptr<models::Model> model;
   {
@@ -86,11 +128,8 @@ int run_train(TrainOptions o) {
   const int64_t accumulation = engine.config().gradient_accumulation_steps.value.value_or(1);
   const int64_t global_batch = engine.config().train_batch_size.value.value_or(micro);
   const int ws = comm.world_size(), rank = comm.rank();
-  std::ofstream metrics;
-  if (rank == 0 && !o.metrics_file.empty()) {
-    metrics.open(o.metrics_file, std::ios::trunc);
-    ZT_CHECK(metrics.good(), IoError, "cannot write --metrics_file ", o.metrics_file);
-  }
+  std::optional<files::OutputFile> metrics;
+  if (rank == 0 && !o.metrics_file.empty()) metrics.emplace(o.metrics_file, "--metrics_file");
   if (rank == 0) {
     std::cout << "zerotrain train: " << model->describe() << ", " << dtype_name(engine.model_dtype()) << ", ZeRO stage "
               << engine.config().zero_optimization.stage
@@ -140,21 +179,22 @@ int run_train(TrainOptions o) {
         std::cout << "  loss scale " << engine.loss_scale() << "  skipped " << engine.skipped_steps();
       }
       std::cout << std::endl;
-      if (metrics.is_open()) metrics << line.dump() << "\n" << std::flush;
+      if (metrics) metrics->write(line.dump() + "\n");
     }
     last_log = now;
     last_log_samples = samples;
   }
-  if (rank == 0 && metrics.is_open()) {
+  if (metrics) {
     const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    metrics << nlohmann::ordered_json{{"event", "end"},
-                                      {"steps", engine.global_steps()},
-                                      {"samples", engine.global_samples()},
-                                      {"final_loss", final_loss},
-                                      {"elapsed_s", elapsed_s},
-                                      {"samples_per_s", static_cast<double>(engine.global_samples()) / elapsed_s}}
-                   .dump()
-            << "\n";
+    metrics->write(nlohmann::ordered_json{{"event", "end"},
+                                          {"steps", engine.global_steps()},
+                                          {"samples", engine.global_samples()},
+                                          {"final_loss", final_loss},
+                                          {"elapsed_s", elapsed_s},
+                                          {"samples_per_s", static_cast<double>(engine.global_samples()) / elapsed_s}}
+                       .dump() +
+                   "\n");
+    metrics->close();
   }
   return 0;
 }
@@ -180,6 +220,13 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--seed", o->args.seed)->capture_default_str();
   cmd->add_option("--logging_steps", o->logging_steps)->capture_default_str();
   cmd->add_option("--metrics_file", o->metrics_file, "Rank 0 writes one JSON object per logged step here");
+  cmd->add_option("--log_level", o->log_level,
+                  "debug, info, warning, error, critical or passive (HF's; passive keeps ZEROTRAIN_LOG_LEVEL or info)")
+      ->capture_default_str();
+  cmd->add_option("--local_rank", o->local_rank, "Set by DeepSpeed's launcher (--local_rank=N); must match LOCAL_RANK")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--skip_memory_check", o->skip_memory_check,
+                "Train even when the estimated peak exceeds the memory this host has left");
   return {cmd, [o] { return run_train(*o); }};
 }
 

@@ -7,6 +7,8 @@ set(ZEROTRAIN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/core/logging.cpp
   ${CMAKE_CURRENT_LIST_DIR}/core/strings.cpp
   ${CMAKE_CURRENT_LIST_DIR}/core/text_file.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/core/host_memory.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/core/output_file.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/json_text.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/diagnostics.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/field.cpp
@@ -16,4 +18,5 @@ set(ZEROTRAIN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/config/checks.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/batch.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/resolve.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/config/effective.cpp
 )

@@ -101,6 +101,40 @@ expect train_clip_negative 3 "gradient_clipping: must be at least 0, got -1" -- 
 expect train_seed_negative 3 "--seed must be between 0 and 2**32 - 1, got -5" -- \
   "$zt" train --model mlp --deepspeed "$root/examples/ds_config_train_zero2.json" --seed -5 --max_steps 1
 
+# Errors are messages: a job that cannot fit in memory, gradients that are not finite in
+# fp32, output that cannot be written.
+train2=("$zt" train --model mlp --deepspeed "$root/examples/ds_config_train_zero2.json")
+expect memory_refused 10 "[memory] the job does not fit in memory" "is available (ZEROTRAIN_MEMORY_AVAILABLE)" \
+  "--skip_memory_check" -- env ZEROTRAIN_MEMORY_AVAILABLE=1MiB "$zt" train --model gpt \
+  --deepspeed "$root/examples/ds_config_train_zero2.json" --max_steps 1
+expect memory_skipped 0 "step 1  loss" -- env ZEROTRAIN_MEMORY_AVAILABLE=1MiB "${train2[@]}" --max_steps 1 \
+  --skip_memory_check
+expect nan_loss 9 "[numerics] step" "the gradients are not finite" "The weights were not updated" -- \
+  "${train2[@]}" --learning_rate 1e30 --max_grad_norm 0 --max_steps 30 --logging_steps 1
+expect metrics_full 7 "cannot write --metrics_file /dev/full: No space left on device" -- \
+  "${train2[@]}" --max_steps 1 --metrics_file /dev/full
+expect metrics_dir 7 "cannot open --metrics_file $tmp: Is a directory" -- "${train2[@]}" --max_steps 1 --metrics_file "$tmp"
+expect stdout_full 7 "cannot write the standard output: No space left on device" -- \
+  sh -c "'$zt' config check '$root/examples/ds_config_zero2.json' >/dev/full"
+expect oom_libtorch 10 "[memory] out of memory in LibTorch" "zerotrain advise" -- \
+  "$zt" train --model mlp --model_config n_hidden=4000000000 --deepspeed "$root/examples/ds_config_train_zero2.json" \
+  --max_steps 1 --skip_memory_check
+
+# What DeepSpeed's and HF's users type: --local_rank=N, --log_level, sizes as 16gb or 16G.
+expect local_rank 0 "step 1  loss" -- "${train2[@]}" --max_steps 1 --local_rank=0
+expect local_rank_mismatch 2 "--local_rank=1 but LOCAL_RANK=0" -- env LOCAL_RANK=0 "${train2[@]}" --max_steps 1 --local_rank=1
+expect log_level_bad 2 "--log_level loud: give one of" -- "${train2[@]}" --max_steps 1 --log_level loud
+expect config_logged 0 "effective config (value [source])" "zero_optimization.stage" "[file]" -- "${train2[@]}" --max_steps 1
+quiet=$("${train2[@]}" --max_steps 1 --log_level error 2>&1)
+if grep -q "effective config" <<<"$quiet"; then
+  echo "FAIL log_level_error: the effective config is logged at --log_level error"; failed=$((failed + 1))
+else
+  passed=$((passed + 1))
+fi
+for size in 16gb 16GB 16G 16GiB 16g; do
+  expect "advise_$size" 0 "Use ZeRO stage" -- "$zt" advise --model gpt --memory_per_rank "$size"
+done
+
 # zerotrain train in half precision: the flags, and an fp16 run that cannot recover.
 expect train_fp16_and_bf16 2 "excludes" -- \
   "$zt" train --deepspeed "$root/examples/ds_config_train_zero2.json" --fp16 --bf16

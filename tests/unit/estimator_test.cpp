@@ -3,13 +3,17 @@
 // the number parsing of the command line, and the stage advisor's procedure.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/host_memory.h"
 #include "zerotrain/core/strings.h"
 #include "zerotrain/estimate/deepspeed_estimator.h"
 #include "zerotrain/estimate/detailed.h"
+#include "zerotrain/estimate/fit_check.h"
 
 namespace ze = zerotrain::estimate;
 
@@ -90,6 +94,19 @@ TEST(Strings, CountsAndSizesAsPeopleWriteThem) {
   EXPECT_EQ(parse_bytes("8 GB", "m"), 8000000000LL);
   EXPECT_EQ(parse_bytes("1.5KiB", "m"), 1536);
   EXPECT_EQ(parse_bytes("4096", "m"), 4096);
+  // The spellings people type: any case; a bare K, M, G, T is binary (ulimit, Slurm, docker).
+  EXPECT_EQ(parse_bytes("16gb", "m"), 16'000'000'000LL);
+  EXPECT_EQ(parse_bytes("16GB", "m"), 16'000'000'000LL);
+  EXPECT_EQ(parse_bytes("16G", "m"), 16LL << 30);
+  EXPECT_EQ(parse_bytes("16g", "m"), 16LL << 30);
+  EXPECT_EQ(parse_bytes("16 G", "m"), 16LL << 30);
+  EXPECT_EQ(parse_bytes("16gib", "m"), 16LL << 30);
+  EXPECT_EQ(parse_bytes("512M", "m"), 512LL << 20);
+  EXPECT_EQ(parse_bytes("2t", "m"), 2LL << 40);
+  EXPECT_EQ(parse_bytes("100b", "m"), 100);
+  for (const char* bad : {"16 gigs", "nan", "inf G", "-1G", "G", "16GiBs"}) {
+    EXPECT_THROW(parse_bytes(bad, "m"), zerotrain::UsageError) << bad;
+  }
   try {
     parse_bytes("16 gigs", "--memory_per_rank");
     FAIL();
@@ -188,6 +205,54 @@ TEST(Advisor, OffloadNeedsTheHostMemoryItMovesThere) {
   a = ze::advise(m, base, below_stage3, /*host_memory=*/1024, 2);
   EXPECT_FALSE(a.fits);
   EXPECT_NE(a.why.find("the host memory does not fit"), std::string::npos) << a.why;
+}
+
+// What the host has left: MemAvailable or the cgroup's room, or what the user says.
+TEST(FitCheck, ReadsTheMemoryAvailableOrTheOverride) {
+  ::unsetenv("ZEROTRAIN_MEMORY_AVAILABLE");
+  const auto read = zerotrain::memory::available();
+  ASSERT_TRUE(read.has_value());
+  EXPECT_GT(read->bytes, 0);
+  ::setenv("ZEROTRAIN_MEMORY_AVAILABLE", "3GiB", 1);
+  EXPECT_EQ(zerotrain::memory::available()->bytes, 3LL << 30);
+  ::unsetenv("ZEROTRAIN_MEMORY_AVAILABLE");
+}
+
+// A job whose estimated peak exceeds what is available is refused with the advisor's
+// answer; one close to it is tight; the ranks of a host share what it has.
+TEST(FitCheck, ComparesThePeakOfEveryRankOnTheHostWithWhatIsAvailable) {
+  const auto m = gpt_shape();
+  ze::Setup setup;
+  setup.world_size = 4;
+  setup.stage = 0;
+  setup.micro_batch = 8;
+  const int64_t peak = ze::estimate(m, setup).peak();
+  auto verdict_with = [&](int64_t available, int ranks) {
+    ::setenv("ZEROTRAIN_MEMORY_AVAILABLE", std::to_string(available).c_str(), 1);
+    auto v = ze::check_fit(m, setup, {.ranks_on_host = ranks});
+    ::unsetenv("ZEROTRAIN_MEMORY_AVAILABLE");
+    return v;
+  };
+  EXPECT_EQ(verdict_with(4 * peak, 1).kind, ze::FitVerdict::Kind::kFits);
+  EXPECT_EQ(verdict_with(peak + peak / 20, 1).kind, ze::FitVerdict::Kind::kTight);
+  const auto shared = verdict_with(2 * peak, 4);   // four ranks on this host need 4 x peak
+  EXPECT_EQ(shared.kind, ze::FitVerdict::Kind::kTooLarge);
+  EXPECT_EQ(shared.needed_bytes, 4 * peak);
+  for (const char* part : {"4 rank(s) x", "ZeRO stage 0", "is available (ZEROTRAIN_MEMORY_AVAILABLE)"}) {
+    EXPECT_NE(shared.message.find(part), std::string::npos) << part << " in:\n" << shared.message;
+  }
+  // With room for a higher stage's shards but not stage 0's states, the advisor names it.
+  int64_t smallest = peak;
+  for (int stage : {1, 2, 3}) {
+    ze::Setup s = setup;
+    s.stage = stage;
+    smallest = std::min(smallest, ze::estimate(m, s).peak());
+  }
+  ASSERT_LT(smallest, peak);
+  const auto advised = verdict_with(4 * ((peak + smallest) / 2), 4);
+  EXPECT_EQ(advised.kind, ze::FitVerdict::Kind::kTooLarge);
+  EXPECT_NE(advised.message.find("fits (zerotrain advise); use:"), std::string::npos) << advised.message;
+  EXPECT_NE(advised.message.find("\"stage\""), std::string::npos) << advised.message;
 }
 
 }  // namespace

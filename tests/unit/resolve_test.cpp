@@ -149,7 +149,6 @@ TEST(TrainerArgs, AreCheckedLikeTheKeysTheyFill) {
       {{.warmup_ratio = 1.5}, "--warmup_ratio must lie in range [0,1], got 1.5"},
       {{.seed = -1}, "--seed must be between 0 and 2**32 - 1, got -1"},
       {{.seed = int64_t{1} << 32}, "--seed must be between 0 and 2**32 - 1"},
-      {{.hidden_size = int64_t{1} << 40}, "hidden_size^2 (for the ZeRO bucket sizes) does not fit"},
   };
   for (const auto& c : cases) {
     Config config = load(R"({"train_batch_size": 8})");
@@ -158,6 +157,13 @@ TEST(TrainerArgs, AreCheckedLikeTheKeysTheyFill) {
   }
   Config ok = load(R"({"train_batch_size": 8})");
   EXPECT_NO_THROW(resolve_auto(ok, TrainerArgs{.seed = 0xFFFFFFFF}));
+  // The hidden size fills the bucket sizes only where the config says "auto".
+  const TrainerArgs huge{.hidden_size = int64_t{1} << 40};
+  Config explicit_buckets = load(R"({"train_batch_size": 8, "zero_optimization": {"reduce_bucket_size": 100}})");
+  EXPECT_NO_THROW(resolve_auto(explicit_buckets, huge));
+  Config auto_buckets = load(R"({"train_batch_size": 8, "zero_optimization": {"reduce_bucket_size": "auto"}})");
+  EXPECT_TRUE(contains(config_error_of([&] { resolve_auto(auto_buckets, huge); }),
+                       "hidden_size^2 (for reduce_bucket_size) does not fit in a 64-bit integer"));
 }
 
 // A value set from C++ after the load passes the reader's checks when the engine starts.

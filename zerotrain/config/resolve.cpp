@@ -184,14 +184,21 @@ void fill_auto(Config& c, const TrainerArgs& a) {
 
   auto& z = c.zero_optimization;
   if (a.hidden_size) {
+    // Computed only for the keys that ask: a product that overflows for a key the config
+    // sets itself is no error.
     const int64_t h = *a.hidden_size;
-    const int64_t h2 = checked_product({h, h}, "the model's hidden_size^2 (for the ZeRO bucket sizes)");
-    checked_product({10, h}, "10 * the model's hidden_size (for stage3_param_persistence_threshold)");
-    f.fill_only("zero_optimization.reduce_bucket_size", z.reduce_bucket_size, h2);
-    if (z.stage == 3) {
+    if (z.reduce_bucket_size.is_auto) {
+      f.fill_only("zero_optimization.reduce_bucket_size", z.reduce_bucket_size,
+                  checked_product({h, h}, "the model's hidden_size^2 (for reduce_bucket_size)"));
+    }
+    if (z.stage == 3 && z.prefetch_bucket_size.is_auto) {
+      const int64_t h2 = checked_product({h, h}, "the model's hidden_size^2 (for stage3_prefetch_bucket_size)");
       f.fill_only("zero_optimization.prefetch_bucket_size", z.prefetch_bucket_size,
                   static_cast<int64_t>(0.9 * static_cast<double>(h2)));
-      f.fill_only("zero_optimization.param_persistence_threshold", z.param_persistence_threshold, 10 * h);
+    }
+    if (z.stage == 3 && z.param_persistence_threshold.is_auto) {
+      f.fill_only("zero_optimization.param_persistence_threshold", z.param_persistence_threshold,
+                  checked_product({10, h}, "10 * the model's hidden_size (for stage3_param_persistence_threshold)"));
     }
   }
   f.throw_if_mismatched();
@@ -248,6 +255,9 @@ void check_trainer_args(const TrainerArgs& a) {
   ZT_INTERNAL_ASSERT(!probe.diagnostics.has_errors(), "the all-\"auto\" config does not load");
   TrainerArgs filling = a;   // so that the warmup keys are filled, and checked, too
   if (!filling.num_training_steps) filling.num_training_steps = 1;
+  // The model's hidden size is no Trainer argument: it fills the bucket sizes only where the
+  // user's config asks ("auto"), and is checked there.
+  filling.hidden_size.reset();
   fill_auto(probe, filling);
   check_as_read(probe, "the Trainer arguments");
 }

@@ -3,23 +3,48 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <cstdlib>
+#include <optional>
 
 #include "zerotrain/core/env.h"
 
 namespace zerotrain::log {
 namespace {
 
+// `zerotrain launch` puts "[rank N] " before every line of a rank's output and says so in
+// this variable: the rank is then not repeated inside the line.
+bool launcher_prefixes_rank() { return env::get_bool("ZEROTRAIN_LAUNCH_PREFIXES_RANK").value_or(false); }
+
 std::string pattern_for(int rank) {
-  if (rank < 0) return "[%Y-%m-%d %H:%M:%S.%e] [%l] %v";
+  if (rank < 0 || launcher_prefixes_rank()) return "[%Y-%m-%d %H:%M:%S.%e] [%l] %v";
   return "[%Y-%m-%d %H:%M:%S.%e] [%l] [rank " + std::to_string(rank) + "] %v";
+}
+
+constexpr const char* kLevelNames = "trace, debug, info, warning, error, critical, off or passive";
+
+// spdlog's own from_str turns any unknown name into "off": a typo would silence every line.
+std::optional<spdlog::level::level_enum> parse_level(std::string_view name) {
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "warning") lower = "warn";
+  if (lower == "error") lower = "err";
+  for (int l = spdlog::level::trace; l <= spdlog::level::off; ++l) {
+    const auto level = static_cast<spdlog::level::level_enum>(l);
+    if (spdlog::level::to_string_view(level) == lower) return level;
+  }
+  return std::nullopt;
 }
 
 std::shared_ptr<spdlog::logger> make_logger() {
   auto lg = spdlog::stderr_color_mt("zerotrain");
   lg->set_pattern(pattern_for(env::rank_from_env().value_or(-1)));
-  if (const char* level = std::getenv("ZEROTRAIN_LOG_LEVEL")) {
-    lg->set_level(spdlog::level::from_str(level));
+  if (const char* name = std::getenv("ZEROTRAIN_LOG_LEVEL"); name != nullptr && std::string_view(name) != "passive") {
+    if (auto level = parse_level(name)) {
+      lg->set_level(*level);
+    } else {
+      lg->warn("ZEROTRAIN_LOG_LEVEL={} is not a level ({}); logging at info", name, kLevelNames);
+    }
   }
   return lg;
 }
@@ -44,5 +69,12 @@ spdlog::level::level_enum to_spdlog(Level level) {
 bool enabled(Level level) { return logger().should_log(to_spdlog(level)); }
 void write(Level level, const std::string& message) { logger().log(to_spdlog(level), "{}", message); }
 void set_rank(int rank) { logger().set_pattern(pattern_for(rank)); }
+
+void set_level(std::string_view name) {
+  if (name == "passive") return;   // HF's "keep what the library chose"
+  const auto level = parse_level(name);
+  ZT_CHECK(level.has_value(), UsageError, "--log_level ", name, ": give one of ", kLevelNames);
+  logger().set_level(*level);
+}
 
 }  // namespace zerotrain::log

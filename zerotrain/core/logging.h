@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "zerotrain/core/error.h"
 
@@ -17,8 +18,12 @@ enum class Level { kDebug, kInfo, kWarn, kError };
 
 bool enabled(Level level);
 void write(Level level, const std::string& message);
-// Sets the rank shown in each line; -1 hides it (single-process tools).
+// Sets the rank shown in each line; -1 hides it (single-process tools). Under `zerotrain
+// launch`, which prefixes every line of a rank with its rank, the logger never shows it.
 void set_rank(int rank);
+// Sets the level by name: trace, debug, info, warning (or warn), error, critical, off, and
+// HF's "passive" (keep the current level). Throws UsageError naming the accepted names.
+void set_level(std::string_view name);
 
 }  // namespace zerotrain::log
 

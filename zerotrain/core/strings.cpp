@@ -92,15 +92,29 @@ double parse_count(std::string_view text, std::string_view what) {
 }
 
 int64_t parse_bytes(std::string_view text, std::string_view what) {
+  // Case does not matter ("16gb", "16GiB"); a bare K, M, G or T is binary, as in ulimit,
+  // Slurm's --mem and docker ("16G" = 16GiB). Longer suffixes are tried first.
   static const std::pair<const char*, double> kUnits[] = {
       {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
-      {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1.0}};
+      {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},           {"TB", 1e12},
+      {"K", 1024.0},   {"M", 1048576.0},   {"G", 1073741824.0},   {"T", 1099511627776.0},
+      {"B", 1.0}};
+  auto ends_with_ci = [](std::string_view word, std::string_view suffix) {
+    if (word.size() <= suffix.size()) return false;
+    const std::string_view tail = word.substr(word.size() - suffix.size());
+    for (size_t i = 0; i < suffix.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(tail[i])) != std::tolower(static_cast<unsigned char>(suffix[i]))) {
+        return false;
+      }
+    }
+    return true;
+  };
   std::string_view number = text;
+  while (!number.empty() && number.back() == ' ') number.remove_suffix(1);
   double unit = 1;
   for (const auto& [suffix, scale] : kUnits) {
-    const std::string_view s(suffix);
-    if (number.size() > s.size() && number.substr(number.size() - s.size()) == s) {
-      number.remove_suffix(s.size());
+    if (ends_with_ci(number, suffix)) {
+      number.remove_suffix(std::string_view(suffix).size());
       unit = scale;
       break;
     }
@@ -112,7 +126,8 @@ int64_t parse_bytes(std::string_view text, std::string_view what) {
     return static_cast<int64_t>(bytes);
   } catch (const UsageError&) {
     throw UsageError(detail::str(what, ": '", text, "' is not a size; write bytes (17179869184) or a number with "
-                                 "KB, MB, GB, TB, KiB, MiB, GiB or TiB (16GiB)"));
+                                 "KB, MB, GB, TB (powers of 1000), KiB, MiB, GiB, TiB or K, M, G, T (powers of "
+                                 "1024), in any case (16GiB, 16gb, 16G)"));
   }
 }
 

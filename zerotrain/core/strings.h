@@ -28,7 +28,8 @@ std::string join_words(const std::vector<std::string>& words, std::string_view l
 double parse_count(std::string_view text, std::string_view what);
 
 // A size in bytes: a count, optionally followed by KB, MB, GB, TB (powers of 1000) or KiB,
-// MiB, GiB, TiB (powers of 1024): "17179869184", "16GiB", "8 GB", "1.5TiB".
+// MiB, GiB, TiB or K, M, G, T (powers of 1024), in any case: "17179869184", "16GiB", "8 GB",
+// "16gb", "16G", "1.5TiB".
 int64_t parse_bytes(std::string_view text, std::string_view what);
 
 }  // namespace zerotrain::strings

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "zerotrain/config/effective.h"
 #include "zerotrain/config/resolve.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
@@ -242,6 +243,9 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
                 s->accumulation_steps, ", ", dtype_name(p.model), " (gradients: reduced in ", dtype_name(p.comm),
                 ", accumulated in ", dtype_name(p.accum), ")",
                 s->scaler ? ", loss scale " + std::to_string(static_cast<int64_t>(s->scaler->scale())) : std::string());
+    // DeepSpeed logs its whole configuration at start-up; so does this engine, with where
+    // each value came from (the file, "auto", derived, default).
+    ZT_LOG_INFO("effective config (value [source]):\n", config::effective_table(s->config));
   }
   return Engine(std::move(s));
 }
@@ -275,6 +279,7 @@ void Engine::step() {
   const engine::detail::GradCheck check = s.check_gradients();
   const double scale = s.loss_scale();   // the scale this step's gradients carry
   const double norm = std::sqrt(check.sum_squares) / scale;
+  s.stop_if_not_finite(norm);
   // DeepSpeed reports -1 for a norm that is inf or nan; a skipped step keeps the last one.
   if (!check.overflow) s.global_grad_norm = std::isfinite(norm) ? norm : -1.0;
   s.update_loss_scale(check);
