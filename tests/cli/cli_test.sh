@@ -117,8 +117,11 @@ expect metrics_dir 7 "cannot open --metrics_file $tmp: Is a directory" -- "${tra
 expect stdout_full 7 "cannot write the standard output: No space left on device" -- \
   sh -c "'$zt' config check '$root/examples/ds_config_zero2.json' >/dev/full"
 expect oom_libtorch 10 "[memory] out of memory in LibTorch" "zerotrain advise" -- \
-  "$zt" train --model mlp --model_config n_hidden=4000000000 --deepspeed "$root/examples/ds_config_train_zero2.json" \
+  "$zt" train --model mlp --model_config n_in=4194304,n_hidden=4194304 --deepspeed "$root/examples/ds_config_train_zero2.json" \
   --max_steps 1 --skip_memory_check
+
+expect model_field_bound 2 "--model_config n_layer=9223372036854775807: give a positive integer, at most 16384" -- \
+  "${train2[@]}" --model_config n_layer=9223372036854775807 --max_steps 1
 
 # What DeepSpeed's and HF's users type: --local_rank=N, --log_level, sizes as 16gb or 16G.
 expect local_rank 0 "step 1  loss" -- "${train2[@]}" --max_steps 1 --local_rank=0

@@ -17,6 +17,12 @@ namespace {
 
 using Fields = std::map<std::string, int64_t>;
 
+// Bounds on a field, far above any model people train (GPT-3: 96 layers, n_embd 12288) and
+// low enough that every product the parameter count forms fits in 64 bits (n_layer * 12 *
+// n_embd^2 < 2^62): a field of 2^63-1 once ran the shape count for hours.
+constexpr int64_t kMaxLayers = int64_t{1} << 14;
+constexpr int64_t kMaxWidth = int64_t{1} << 22;
+
 // Presets, then the user's overrides; unknown keys are errors with a suggestion.
 Fields parse_config(const std::string& model, const std::string& text, const std::map<std::string, Fields>& presets) {
   std::string preset = "tiny";
@@ -48,12 +54,13 @@ Fields parse_config(const std::string& model, const std::string& text, const std
       throw UsageError(detail::str("--model_config: ", model, " has no field '", key, "'",
                                    near ? "; did you mean " + *near + "?" : "", " (fields: ", strings::join_words(keys), ")"));
     }
+    const int64_t most = key == "n_layer" ? kMaxLayers : kMaxWidth;
     try {
       size_t used = 0;
       fields[key] = std::stoll(value, &used);
-      ZT_CHECK(used == value.size() && fields[key] > 0, UsageError, "");
+      ZT_CHECK(used == value.size() && fields[key] > 0 && fields[key] <= most, UsageError, "");
     } catch (const std::exception&) {
-      throw UsageError(detail::str("--model_config ", key, "=", value, ": give a positive integer"));
+      throw UsageError(detail::str("--model_config ", key, "=", value, ": give a positive integer, at most ", most));
     }
   }
   return fields;
