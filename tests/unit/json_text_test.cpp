@@ -70,6 +70,17 @@ TEST(JsonText, ReadsAFile) {
   std::filesystem::remove(path);
 }
 
+// A binary file's bytes reach the terminal escaped, and nlohmann's tags stay out.
+TEST(JsonText, MessagesAboutBinaryInputArePrintable) {
+  const std::string msg = message_of([] { parse_json_text(std::string("\x1b[2J\x01\xff", 6), "bin.json"); });
+  EXPECT_NE(msg.find("bin.json: invalid JSON at line 1"), std::string::npos) << msg;
+  for (char c : msg) EXPECT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << "byte " << int(c) << " in " << msg;
+  const std::string overflow = message_of([] { parse_json_text(R"({"a": 1e400})", "big.json"); });
+  EXPECT_NE(overflow.find("big.json: invalid JSON at line 1, column"), std::string::npos) << overflow;
+  EXPECT_NE(overflow.find("number overflow"), std::string::npos) << overflow;
+  EXPECT_EQ(overflow.find("json.exception"), std::string::npos) << overflow;
+}
+
 // Everything that walks a Json recurses once per level; 50,000 levels once overflowed the stack.
 TEST(JsonText, DeepNestingIsAnErrorNotACrash) {
   for (const auto& [open, close] : {std::pair{"[", "]"}, std::pair{"{\"a\":", "}"}}) {

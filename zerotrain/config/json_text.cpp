@@ -39,6 +39,20 @@ std::string blank_trailing_commas(std::string_view text) {
   return out;
 }
 
+// The bytes of a binary file ("last read: '...'") as text a terminal shows safely.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      static const char* kHex = "0123456789abcdef";
+      out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  return out;
+}
+
 std::string line_and_column(std::string_view text, size_t byte_offset) {
   size_t line = 1, column = 1;
   for (size_t i = 0; i < byte_offset && i < text.size(); ++i) {
@@ -81,10 +95,14 @@ class DomBuilder : public nlohmann::json_sax<Json> {
   bool parse_error(std::size_t position, const std::string&,
                    const nlohmann::detail::exception& ex) override {
     std::string what = ex.what();
-    // nlohmann's text is "[json.exception.parse_error.101] parse error at line 3, column 5: ...";
-    // keep the part after "parse error" and say where, in our own words.
-    auto colon = what.find(": ", what.find("parse error"));
-    std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
+    // nlohmann's text is "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+    // or "[json.exception.out_of_range.406] number overflow ...": keep the reason and say
+    // where, in our own words.
+    if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos) {
+      what = what.substr(what.find("] ") + 2);
+    }
+    auto colon = what.rfind("parse error", 0) == 0 ? what.find(": ") : std::string::npos;
+    std::string reason = printable(colon == std::string::npos ? what : what.substr(colon + 2));
     error_ = detail::str("invalid JSON at ", line_and_column(text_, position == 0 ? 0 : position - 1),
                          ": ", reason);
     return false;
