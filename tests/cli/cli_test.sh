@@ -123,6 +123,10 @@ expect oom_libtorch 10 "[memory] out of memory in LibTorch" "zerotrain advise" -
 expect model_field_bound 2 "--model_config n_layer=9223372036854775807: give a positive integer, at most 16384" -- \
   "${train2[@]}" --model_config n_layer=9223372036854775807 --max_steps 1
 
+mkdir "$tmp/logs" && ln -s /dev/full "$tmp/logs/rank0.log"
+expect launch_log_full 7 "cannot write the log $tmp/logs/rank0.log: No space left on device" "[rank 0] hi" \
+  "logs are incomplete" -- "$zt" launch --backend gloo --log_dir "$tmp/logs" -- echo hi
+
 # What DeepSpeed's and HF's users type: --local_rank=N, --log_level, sizes as 16gb or 16G.
 expect local_rank 0 "step 1  loss" -- "${train2[@]}" --max_steps 1 --local_rank=0
 expect local_rank_mismatch 2 "--local_rank=1 but LOCAL_RANK=0" -- env LOCAL_RANK=0 "${train2[@]}" --max_steps 1 --local_rank=1
@@ -190,6 +194,21 @@ expect hostfile_include_slot 2 "host 'localhost' has no slot 5" -- \
 printf 'localhost slots=1\nno-such-host.invalid slots=2\n' >"$tmp/hostfile.remote"
 expect ssh_preflight 5 "pre-flight: cannot ssh to host 'no-such-host.invalid'" -- \
   "$zt" launch --hostfile "$tmp/hostfile.remote" --master_addr 127.0.0.1 -- true
+
+# Every numeric launch flag is range-checked as it is parsed: a value given is refused (exit
+# 2, naming the flag and the range), never replaced by a default; the program never starts.
+for bad in "--nproc_per_node 0" "--nproc_per_node -1" "--num_gpus 0" "--nnodes 0" "--node_rank -1" \
+  "--master_port 0" "--master_port 65536" "--ssh_port 0" "--timeout_s 0" "--timeout_s nan" "--timeout_s inf" \
+  "--kill_grace_s -1" "--kill_grace_s nan" "--rank_offset -1" "--world_size 0"; do
+  read -r flag value <<<"$bad"
+  named=$flag
+  [ "$flag" = --num_gpus ] && named=--nproc_per_node   # reported under the option's first name
+  expect "launch_range_${flag#--}_$value" 2 "$named: must be " ", got $value" -- \
+    "$zt" launch "$flag" "$value" --backend gloo -- touch "$tmp/launch_started"
+done
+[ ! -e "$tmp/launch_started" ] && passed=$((passed + 1)) || { echo "FAIL launch_range: a rank started"; failed=$((failed + 1)); }
+expect launch_timeout_rounds_up 0 "[rank 0] 1" -- \
+  "$zt" launch --timeout_s 0.25 --backend gloo -- sh -c 'echo $ZEROTRAIN_COMM_TIMEOUT_S'
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -65,3 +65,11 @@ rows = [json.loads(l) for l in open(f"{out}/ws2_fp16.jsonl")]
 assert rows[0]["loss_scale"] == 65536, f"fp16 loss scale {rows[0]['loss_scale']}, want 2^16 from the config"
 print(f"ok: losses {base[0]:.3f} -> {base[-1]:.3f}, identical at world 1, 2, 4 and stages 0, 2, 3")
 PY
+[ $? -eq 0 ] || exit 1
+# A log line carries the rank once: the launcher's prefix, not the logger's too; and rank 0
+# alone logs the effective config.
+if grep -E '\[rank [0-9]+\].*\[rank [0-9]+\]' "$out/ws2.log"; then echo "FAIL: a line names its rank twice"; exit 1; fi
+grep -q '^\[rank 0\] .*\[info\] engine: ZeRO stage 2' "$out/ws2.log" || { echo "FAIL: no engine line"; exit 1; }
+n=$(grep -c 'effective config (value \[source\])' "$out/ws2.log")
+[ "$n" -eq 1 ] || { echo "FAIL: the effective config was logged $n times, want once (rank 0)"; exit 1; }
+echo "ok: one rank prefix a line; rank 0 logs the effective config"

@@ -6,6 +6,7 @@
 
 #include "tools/launch/hostfile.h"
 #include "tools/launch/plan.h"
+#include "tools/launch/rank_report.h"
 #include "zerotrain/core/error.h"
 
 namespace zl = zerotrain::launch;
@@ -158,7 +159,10 @@ TEST(Plan, MpiRunsOneMpirunWithAWrapperPerRank) {
   ASSERT_EQ(plan.children.size(), 1u);
   const auto& argv = plan.children[0].argv;
   EXPECT_EQ(argv.front(), "mpirun");
-  EXPECT_NE(std::find(argv.begin(), argv.end(), "--mpi_rank_wrapper"), argv.end());
+  EXPECT_NE(std::find_if(argv.begin(), argv.end(),
+                         [](const std::string& a) { return a.ends_with("/zerotrain-mpi-rank"); }),
+            argv.end());
+  EXPECT_EQ(plan.children[0].ranks_inside, 4);
   EXPECT_EQ(argv.back(), "./train");
   auto np = std::find(argv.begin(), argv.end(), "-np");
   ASSERT_NE(np, argv.end());
@@ -189,6 +193,29 @@ TEST(Plan, NoProgramIsAnError) {
 TEST(Plan, ShellQuote) {
   EXPECT_EQ(zl::shell_quote("a b"), "'a b'");
   EXPECT_EQ(zl::shell_quote("it's"), "'it'\\''s'");
+}
+
+// The records by which the wrappers under mpirun tell the launcher how their rank ended.
+TEST(RankReport, RecordsRoundTripAndNothingElseIsOne) {
+  const zl::RankEnd end{12, 3 << 8, true, 1732329600123456789};
+  const std::string line = zl::format_rank_end(end);
+  ASSERT_EQ(line.back(), '\n');
+  const auto parsed = zl::parse_rank_end(std::string_view(line).substr(0, line.size() - 1));
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->rank, 12);
+  EXPECT_EQ(parsed->status, 3 << 8);
+  EXPECT_TRUE(parsed->failed);
+  EXPECT_EQ(parsed->time_ns, 1732329600123456789);
+  for (const char* other : {"zerotrain-rank-ended rank=1 status=0 failed=0 time_ns=5", "[rank 1] hello", "",
+                            "\x1ezerotrain-rank-ended rank=1 status=0 failed=0", "\x1ezerotrain-rank-ended rank=-1 "
+                            "status=0 failed=0 time_ns=5"}) {
+    EXPECT_FALSE(zl::parse_rank_end(other).has_value()) << other;
+  }
+  std::string_view rest;
+  EXPECT_EQ(zl::parse_rank_prefix("[rank 7] loss 0.5", &rest), 7);
+  EXPECT_EQ(rest, "loss 0.5");
+  EXPECT_FALSE(zl::parse_rank_prefix("[rank x] a", &rest).has_value());
+  EXPECT_FALSE(zl::parse_rank_prefix("[rank 7]a", &rest).has_value());
 }
 
 }  // namespace

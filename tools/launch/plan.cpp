@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "tools/launch/hostfile.h"
 #include "zerotrain/comm/types.h"
@@ -34,6 +36,10 @@ std::string self_exe() {
   return path.string();
 }
 
+// The program mpirun runs for each rank (tools/mpi_rank_main.cpp): next to zerotrain, on
+// every host. Without it, mpirun says which executable it could not run.
+std::string mpi_rank_exe() { return (std::filesystem::path(self_exe()).parent_path() / "zerotrain-mpi-rank").string(); }
+
 // Variables the ranks get from the launch flags, beside the rendezvous ones.
 Env comm_env(const LaunchOptions& o) {
   Env env;
@@ -43,7 +49,8 @@ Env comm_env(const LaunchOptions& o) {
              "--backend threads: the threads backend joins threads of one process; launched ranks use gloo or mpi");
     env.emplace_back("ZEROTRAIN_COMM_BACKEND", o.backend);
   }
-  if (o.timeout_s > 0) env.emplace_back("ZEROTRAIN_COMM_TIMEOUT_S", str(static_cast<int64_t>(o.timeout_s + 0.999)));
+  // Whole seconds, rounded up: a timeout the user gave never becomes 0 (no timeout) on the way.
+  if (o.timeout_s > 0) env.emplace_back("ZEROTRAIN_COMM_TIMEOUT_S", str(static_cast<int64_t>(std::ceil(o.timeout_s))));
   return env;
 }
 
@@ -58,6 +65,8 @@ struct NodeLayout {
 };
 
 void add_rank_children(SupervisorOptions& plan, const LaunchOptions& o, const NodeLayout& node) {
+  // Before the plan holds a child per rank: a count that cannot start is refused while small.
+  reserve_descriptors(node.nproc, !o.log_dir.empty(), 0, node.nproc);
   for (int local = 0; local < node.nproc; ++local) {
     const int rank = node.rank_offset + local;
     ChildSpec child{str("rank ", rank), str("rank", rank, ".log"), o.command, comm_env(o)};
@@ -96,9 +105,12 @@ NodeLayout per_node_layout(const LaunchOptions& o) {
   node.master_port = o.master_port > 0 ? o.master_port
                      : (node.nnodes == 1 && o.world_size < 0) ? find_free_port()
                                                               : kDefaultMultiNodePort;
-  node.world_size = o.world_size > 0 ? o.world_size : node.nnodes * node.nproc;
+  const int64_t world_size = o.world_size > 0 ? o.world_size : int64_t{node.nnodes} * node.nproc;
+  ZT_CHECK(world_size <= std::numeric_limits<int>::max(), UsageError, "--nnodes ", node.nnodes, " x --nproc_per_node ",
+           node.nproc, " ranks is more than a job can have");
+  node.world_size = static_cast<int>(world_size);
   node.rank_offset = o.rank_offset >= 0 ? o.rank_offset : node.node_rank * node.nproc;
-  ZT_CHECK(node.rank_offset + node.nproc <= node.world_size, UsageError, "ranks ", node.rank_offset, "..",
+  ZT_CHECK(int64_t{node.rank_offset} + node.nproc <= node.world_size, UsageError, "ranks ", node.rank_offset, "..",
            node.rank_offset + node.nproc - 1, " do not fit in a world of ", node.world_size);
   return node;
 }
@@ -238,9 +250,12 @@ void add_mpirun_child(SupervisorOptions& plan, const LaunchOptions& o, const Wor
            "with --nnodes/--node_rank");
   std::vector<std::string> argv{"mpirun"};
   int nproc = o.nproc_per_node < 0 ? 1 : o.nproc_per_node;
+  int local_ranks = nproc;   // the ranks mpirun itself starts here (the others: one orted per host)
   if (world != nullptr) {
     preflight_hosts(o, *world, self_exe());   // mpirun's own ssh failure says much less
     nproc = total_slots(*world);
+    local_ranks = 0;
+    for (const auto& h : *world) local_ranks += is_local_host(h.host) ? static_cast<int>(h.slots.size()) : 1;
     const std::filesystem::path dir =
         o.log_dir.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(o.log_dir);
     std::filesystem::create_directories(dir);
@@ -267,11 +282,19 @@ void add_mpirun_child(SupervisorOptions& plan, const LaunchOptions& o, const Wor
     env.emplace_back("MASTER_PORT", str(o.master_port > 0 ? o.master_port : kDefaultMultiNodePort));
   }
   for (const auto& [key, value] : env) argv.insert(argv.end(), {"-x", key});
-  argv.insert(argv.end(), {self_exe(), "launch", "--mpi_rank_wrapper", "--kill_grace_s", str(o.kill_grace_s)});
+  // The wrappers on this host tell from it that mpirun died before they could watch it
+  // (they are then the launcher's children: it is their subreaper).
+  env.emplace_back("ZEROTRAIN_LAUNCHER_PID", str(::getpid()));
+  argv.insert(argv.end(), {mpi_rank_exe(), "--kill_grace_s", str(o.kill_grace_s)});
   if (!o.log_dir.empty()) argv.insert(argv.end(), {"--log_dir", std::filesystem::absolute(o.log_dir).string()});
   argv.push_back("--");
   argv.insert(argv.end(), o.command.begin(), o.command.end());
-  plan.children.push_back({"mpirun", "mpirun.log", argv, env, /*prefix_output=*/false});
+  ChildSpec child{"mpirun", "mpirun.log", argv, env, /*prefix_output=*/false};
+  child.ranks_inside = nproc;
+  // mpirun holds about 4 descriptors per rank it starts (pipes for its output, measured
+  // with OpenMPI 4.1); it hangs when it runs out.
+  child.descriptors = 5 * int64_t{local_ranks} + 64;
+  plan.children.push_back(std::move(child));
 }
 
 bool on_path(const std::string& program) {
@@ -325,6 +348,7 @@ SupervisorOptions plan_launch(const LaunchOptions& o) {
     }
     plan.children.push_back({str("rank ", rank), str("rank", rank, ".log"), o.command, names});
     plan.announce_signals = false;   // mpirun stopping the other ranks is not news
+    plan.report_rank_to_launcher = rank;
     return plan;
   }
   const bool mpi = uses_mpirun(o);

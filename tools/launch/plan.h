@@ -26,7 +26,7 @@ struct LaunchOptions {
   double kill_grace_s = 5;
   int rank_offset = -1;      // set by the hostfile mode for each node it starts over ssh
   int world_size = -1;
-  bool mpi_rank_wrapper = false;   // internal: run one rank under mpirun (see plan.cpp)
+  bool mpi_rank_wrapper = false;   // one rank under mpirun (tools/mpi_rank_main.cpp)
   std::vector<std::string> command;
 };
 

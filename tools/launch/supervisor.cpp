@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,7 +15,10 @@
 #include <deque>
 #include <iostream>
 #include <map>
+#include <unordered_map>
 
+#include "tools/launch/rank_report.h"
+#include "tools/launch/reaper.h"
 #include "zerotrain/core/error.h"
 
 extern char** environ;
@@ -39,15 +43,54 @@ struct Stream {
   std::string partial;
 };
 
+// Lines of mpirun itself (not of a rank) are held back: shown at the end unless a rank's
+// failure explains mpirun's end, when they are only its banners about that failure.
+struct HeldLine {
+  std::string text;
+  bool is_stderr = false;
+};
+constexpr size_t kMaxHeldLines = 200;
+// After every rank has ended, the time mpirun gets to exit before it is stopped.
+constexpr std::chrono::seconds kMpirunExitWait{10};
+// After every child has ended, how long their output is still read: a process a child left
+// behind in another process group (a daemon) may hold it open, and must not keep the
+// launcher waiting (it is stopped when supervise() returns).
+constexpr std::chrono::seconds kDrainAfterExit{2};
+
 struct Child {
   const ChildSpec* spec = nullptr;
   pid_t pid = -1;            // also its process group id
   bool running = false;
   int status = 0;
+  int64_t ended_ns = 0;      // CLOCK_REALTIME when it was reaped
   Stream out, err;
   int log_fd = -1;   // O_CLOEXEC, opened before any fork so no rank inherits another's log
+  std::string log_path;
+  int log_errno = 0;   // the first failed write to the log: reported, and the log given up
   std::deque<std::string> tail;
+  // With ranks_inside: how its ranks ended, each rank's last lines, mpirun's own lines,
+  // and when it is stopped if it does not exit once every rank has ended.
+  std::vector<RankEnd> rank_ends;
+  std::map<int, std::deque<std::string>> rank_tails;
+  std::deque<HeldLine> held;
+  std::optional<std::chrono::steady_clock::time_point> stop_at;
+  bool all_ranks_ended() const {
+    return spec->ranks_inside > 0 && static_cast<int>(rank_ends.size()) >= spec->ranks_inside;
+  }
+  const RankEnd* first_failure() const {
+    const RankEnd* first = nullptr;
+    for (const auto& end : rank_ends) {
+      if (end.failed && (first == nullptr || end.time_ns < first->time_ns)) first = &end;
+    }
+    return first;
+  }
 };
+
+int64_t wall_clock_ns() {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+}
 
 void write_all(int fd, std::string_view text) {
   while (!text.empty()) {
@@ -58,13 +101,61 @@ void write_all(int fd, std::string_view text) {
   }
 }
 
+// A log line, checked: a log that cannot be written (a full disk) is said at once on stderr
+// with its path and the reason, given up, and makes the launcher's exit code IoError's.
+void write_log(Child& child, const std::string& line) {
+  if (child.log_fd < 0) return;
+  std::string_view text = line;
+  while (!text.empty()) {
+    const ssize_t n = ::write(child.log_fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      child.log_errno = n < 0 ? errno : ENOSPC;
+      write_all(STDERR_FILENO, detail::str("zerotrain launch: cannot write the log ", child.log_path, ": ",
+                                           std::strerror(child.log_errno), "; ", child.spec->label,
+                                           "'s output goes to the console only from here on\n"));
+      ::close(child.log_fd);
+      child.log_fd = -1;
+      return;
+    }
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void keep_tail(std::deque<std::string>& tail, std::string_view line, int tail_lines) {
+  tail.emplace_back(line);
+  while (static_cast<int>(tail.size()) > tail_lines) tail.pop_front();
+}
+
+// A line from mpirun: a record of a wrapper, a rank's line, or mpirun's own.
+void route_mpirun_line(Child& child, const std::string& line, bool is_stderr, int tail_lines) {
+  if (auto end = parse_rank_end(line)) {
+    child.rank_ends.push_back(*end);
+    return;
+  }
+  write_log(child, line + "\n");
+  std::string_view text;
+  if (auto rank = parse_rank_prefix(line, &text)) {
+    write_all(is_stderr ? STDERR_FILENO : STDOUT_FILENO, line + "\n");
+    keep_tail(child.rank_tails[*rank], text, tail_lines);
+    return;
+  }
+  child.held.push_back({line, is_stderr});
+  if (child.held.size() > kMaxHeldLines) child.held.pop_front();
+}
+
+void show_held_lines(Child& child) {
+  for (const auto& held : child.held) write_all(held.is_stderr ? STDERR_FILENO : STDOUT_FILENO, held.text + "\n");
+  child.held.clear();
+}
+
 void emit_line(Child& child, std::string line, bool is_stderr, int tail_lines) {
   if (!line.empty() && line.back() == '\r') line.pop_back();   // ssh -tt ends lines with \r\n
+  if (child.spec->ranks_inside > 0) return route_mpirun_line(child, line, is_stderr, tail_lines);
   const std::string shown = child.spec->prefix_output ? "[" + child.spec->label + "] " + line + "\n" : line + "\n";
   write_all(is_stderr ? STDERR_FILENO : STDOUT_FILENO, shown);
-  if (child.log_fd >= 0) write_all(child.log_fd, line + "\n");
-  child.tail.push_back(line);
-  while (static_cast<int>(child.tail.size()) > tail_lines) child.tail.pop_front();
+  write_log(child, line + "\n");
+  keep_tail(child.tail, line, tail_lines);
 }
 
 // Reads what is available; returns false at end of stream.
@@ -96,6 +187,8 @@ std::vector<std::string> build_environment(const ChildSpec& spec) {
     if (eq != std::string::npos) merged[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
   for (const auto& [key, value] : spec.env) merged[key] = value;
+  // Every line of this child gets "[rank N] " here: its logger need not say the rank again.
+  if (spec.prefix_output) merged["ZEROTRAIN_LAUNCH_PREFIXES_RANK"] = "1";
   std::vector<std::string> env;
   for (const auto& [key, value] : merged) env.push_back(key + "=" + value);
   return env;
@@ -104,6 +197,7 @@ std::vector<std::string> build_environment(const ChildSpec& spec) {
 void open_log(Child& child, const SupervisorOptions& options) {
   if (!options.log_dir) return;
   const auto path = *options.log_dir / child.spec->log_name;
+  child.log_path = path.string();
   child.log_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   ZT_CHECK(child.log_fd >= 0, IoError, "cannot write ", path.string(), ": ", std::strerror(errno));
 }
@@ -205,29 +299,73 @@ struct RemoveFiles {
     for (const auto& f : files) std::filesystem::remove(f, ignored);
   }
 };
+
+// However supervise() ends (a return, a failed fork), nothing below the launcher survives it.
+struct ReapChildren {
+  ~ReapChildren() { kill_and_reap_descendants(); }
+};
+
+void reserve_descriptors_for(const SupervisorOptions& options) {
+  int64_t child_needs = 0, processes = 0;
+  for (const auto& spec : options.children) {
+    child_needs = std::max(child_needs, spec.descriptors);
+    processes += std::max(1, spec.ranks_inside);
+  }
+  reserve_descriptors(static_cast<int64_t>(options.children.size()), options.log_dir.has_value(), child_needs,
+                      processes);
+}
+
+void print_failure(const std::string& label, int status, size_t others, const std::deque<std::string>& tail,
+                   const std::optional<std::filesystem::path>& log) {
+  std::cerr << "zerotrain launch: " << label << " failed first: it " << describe_status(status);
+  if (others > 0) std::cerr << "; the other " << others << " were stopped";
+  std::cerr << ".";
+  if (!tail.empty()) {
+    std::cerr << " Its last " << tail.size() << " lines of output";
+    if (log) std::cerr << " (all in " << log->string() << ")";
+    std::cerr << ":\n";
+    for (const auto& line : tail) std::cerr << "  | " << line << "\n";
+  } else {
+    std::cerr << " It printed nothing.\n";
+  }
+  std::cerr << std::flush;
+}
+
+// mpirun ended because of a rank: the wrappers' records name the one that failed first.
+int report_first_rank(const Child& mpirun, const SupervisorOptions& options) {
+  const RankEnd* first = mpirun.first_failure();
+  const auto tail = mpirun.rank_tails.find(first->rank);
+  std::optional<std::filesystem::path> log;
+  if (options.log_dir) log = *options.log_dir / detail::str("rank", first->rank, ".log");
+  print_failure(detail::str("rank ", first->rank), first->status,
+                static_cast<size_t>(std::max(0, mpirun.spec->ranks_inside - 1)),
+                tail == mpirun.rank_tails.end() ? std::deque<std::string>{} : tail->second, log);
+  return exit_code_of(first->status);
+}
+
 }  // namespace
 
 int supervise(const SupervisorOptions& options) {
   RemoveFiles remove_at_exit{options.temporary_files};
   ZT_CHECK(!options.children.empty(), UsageError, "nothing to launch");
+  reserve_descriptors_for(options);
   if (options.log_dir) std::filesystem::create_directories(*options.log_dir);
+  become_subreaper();
+  ReapChildren reap_at_exit;
   SignalGuard guard;
   std::vector<Child> children(options.children.size());
   for (size_t i = 0; i < children.size(); ++i) children[i].spec = &options.children[i];
   for (auto& c : children) open_log(c, options);
-  try {
-    for (auto& c : children) start(c);
-  } catch (...) {
-    signal_all(children, SIGKILL);
-    for (auto& c : children) {
-      if (c.pid > 0) ::waitpid(c.pid, nullptr, 0);
-    }
-    throw;
+  std::unordered_map<pid_t, size_t> index_of;
+  for (size_t i = 0; i < children.size(); ++i) {
+    start(children[i]);   // if one cannot start, reap_at_exit stops those that did
+    index_of[children[i].pid] = i;
   }
 
   int failed = -1;           // index of the first child that failed
   int launcher_signal = 0;   // a signal the launcher received
   std::optional<Clock::time_point> kill_at;
+  std::optional<Clock::time_point> drain_until;
   auto stop_all = [&](int signo) {
     signal_all(children, signo);
     if (!kill_at) kill_at = Clock::now() + options.kill_grace;
@@ -258,8 +396,10 @@ int supervise(const SupervisorOptions& options) {
           if (!launcher_signal) {
             launcher_signal = signo;
             if (options.announce_signals) {
-              std::cerr << "zerotrain launch: got SIG" << sigabbrev_np(signo) << "; stopping " << children.size()
-                        << (children.size() == 1 ? " process" : " processes") << std::endl;
+              size_t processes = 0;   // mpirun counts as its ranks
+              for (const auto& c : children) processes += std::max(1, c.spec->ranks_inside);
+              std::cerr << "zerotrain launch: got SIG" << sigabbrev_np(signo) << "; stopping " << processes
+                        << (processes == 1 ? " process" : " processes") << std::endl;
             }
             stop_all(signo == SIGINT ? SIGINT : SIGTERM);
           }
@@ -269,63 +409,115 @@ int supervise(const SupervisorOptions& options) {
         if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) pump(*owners[i].first, *owners[i].second, options.tail_lines);
       }
     }
+    // A rank's failure under mpirun arrives as a record, while mpirun lives: the job stops as
+    // a local one does. mpirun stops its ranks, but not those it was still starting, and
+    // after the grace it goes (its wrappers hear it and stop their ranks).
     for (size_t i = 0; i < children.size(); ++i) {
-      Child& c = children[i];
-      if (!c.running) continue;
-      int status = 0;
-      if (::waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
-      c.running = false;
-      c.status = status;
-      // The rank is gone; anything it started in its group goes too.
-      ::kill(-c.pid, SIGKILL);
-      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (!ok && failed < 0 && !launcher_signal && !kill_at) {
+      if (failed < 0 && !launcher_signal && !kill_at && children[i].first_failure() != nullptr) {
         failed = static_cast<int>(i);
         stop_all(SIGTERM);
       }
     }
-    if (kill_at && Clock::now() >= *kill_at) {
-      signal_all(children, SIGKILL);
+    // Our children, and the orphans reparented to us (reaped and forgotten).
+    for (int status = 0;;) {
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      const auto found = index_of.find(pid);
+      if (found == index_of.end() || !children[found->second].running) continue;
+      Child& c = children[found->second];
+      c.running = false;
+      c.status = status;
+      c.ended_ns = wall_clock_ns();
+      // The rank is gone; anything it started in its group goes too.
+      ::kill(-c.pid, SIGKILL);
+      // mpirun: when every rank has reported its end, those records say how the job went.
+      const bool ok = c.all_ranks_ended() ? c.first_failure() == nullptr
+                                          : WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && failed < 0 && !launcher_signal && !kill_at) {
+        failed = static_cast<int>(found->second);
+        stop_all(SIGTERM);
+      }
+    }
+    for (auto& c : children) {
+      // Every rank has ended but mpirun has not (OpenMPI 4.1 can hang there): it goes.
+      if (!c.running || !c.all_ranks_ended()) continue;
+      if (!c.stop_at) c.stop_at = Clock::now() + kMpirunExitWait;
+      if (Clock::now() < *c.stop_at) continue;
+      std::cerr << "zerotrain launch: every rank has ended, but " << c.spec->label << " did not exit within "
+                << kMpirunExitWait.count() << " s; stopping it" << std::endl;
+      ::kill(-c.pid, SIGKILL);
+      c.stop_at = Clock::time_point::max();   // said once
+    }
+    if (kill_at && Clock::now() >= *kill_at) signal_all(children, SIGKILL);
+    bool any_running = false;
+    for (auto& c : children) any_running |= c.running;
+    if (!any_running && !drain_until) drain_until = Clock::now() + kDrainAfterExit;
+    if (!any_running && ((kill_at && Clock::now() >= *kill_at) || Clock::now() >= *drain_until)) {
       // Streams held open by a grandchild that escaped its group must not keep us here.
-      bool any_running = false;
-      for (auto& c : children) any_running |= c.running;
-      if (!any_running) {
-        for (auto& c : children) {
-          for (Stream* s : {&c.out, &c.err}) {
-            if (s->fd >= 0) {
-              ::close(s->fd);
-              s->fd = -1;
-            }
+      for (auto& c : children) {
+        for (Stream* s : {&c.out, &c.err}) {
+          if (s->fd >= 0) {
+            ::close(s->fd);
+            s->fd = -1;
           }
         }
       }
     }
   }
 
+  bool logs_lost = false;
   for (auto& c : children) {
-    if (c.log_fd >= 0) ::close(c.log_fd);
+    if (c.log_fd >= 0 && ::close(c.log_fd) != 0 && c.log_errno == 0) c.log_errno = errno;
+    logs_lost |= c.log_errno != 0;
   }
+  if (options.report_rank_to_launcher >= 0) {
+    // A wrapper under mpirun: the launcher decides which rank failed first.
+    ZT_INTERNAL_ASSERT(children.size() == 1, "a wrapper runs one rank");
+    const Child& rank = children.front();
+    write_all(STDERR_FILENO,
+              format_rank_end({options.report_rank_to_launcher, rank.status, failed >= 0, rank.ended_ns}));
+    if (launcher_signal) return 128 + launcher_signal;
+    return failed >= 0 ? exit_code_of(rank.status) : 0;
+  } else if (failed >= 0 && !launcher_signal && children[failed].first_failure() != nullptr) {
+    return report_first_rank(children[failed], options);
+  }
+  for (auto& c : children) show_held_lines(c);
   if (launcher_signal) return 128 + launcher_signal;
+  if (failed < 0 && logs_lost) {
+    // Every rank succeeded, but not all their output reached --log_dir: not a clean success.
+    write_all(STDERR_FILENO, "zerotrain launch: the job succeeded, but its logs are incomplete (see above)\n");
+    return IoError("").exit_code();
+  }
   if (failed < 0) return 0;
   const Child& c = children[failed];
-  std::cerr << "zerotrain launch: " << c.spec->label << " failed first: it " << describe_status(c.status);
-  if (children.size() > 1) std::cerr << "; the other " << children.size() - 1 << " were stopped";
-  std::cerr << ".";
   if (!c.spec->prefix_output) {
-    // mpirun or a remote launcher: it has already named the failed rank above.
-    std::cerr << " Its report is above.\n" << std::flush;
+    // mpirun without a rank's record, or a remote launcher: the report is its own, above.
+    std::cerr << "zerotrain launch: " << c.spec->label << " failed first: it " << describe_status(c.status);
+    if (children.size() > 1) std::cerr << "; the other " << children.size() - 1 << " were stopped";
+    std::cerr << ". Its report is above.\n" << std::flush;
     return exit_code_of(c.status);
   }
-  if (!c.tail.empty()) {
-    std::cerr << " Its last " << c.tail.size() << " lines of output";
-    if (options.log_dir) std::cerr << " (all in " << (*options.log_dir / c.spec->log_name).string() << ")";
-    std::cerr << ":\n";
-    for (const auto& line : c.tail) std::cerr << "  | " << line << "\n";
-  } else {
-    std::cerr << " It printed nothing.\n";
-  }
-  std::cerr << std::flush;
+  std::optional<std::filesystem::path> log;
+  if (options.log_dir) log = *options.log_dir / c.spec->log_name;
+  print_failure(c.spec->label, c.status, children.size() - 1, c.tail, log);
   return exit_code_of(c.status);
+}
+
+// A launch that runs out of descriptors half-way fails after starting part of its ranks,
+// and mpirun then hangs (ORTE_ERROR_LOG, no exit). So the limit is raised as far as needed
+// before anything starts, or the launch is refused.
+void reserve_descriptors(int64_t children, bool log_files, int64_t child_needs, int64_t processes) {
+  const int64_t needed = std::max<int64_t>(open_descriptors() + 16 + (log_files ? 3 : 2) * children, child_needs);
+  long soft = 0, hard = 0;
+  if (raise_descriptor_limit(static_cast<long>(needed), &soft, &hard)) return;
+  // An unlimited hard limit still stops at the kernel's fs.nr_open.
+  const std::string limit = hard >= 0 ? detail::str("the hard limit of `ulimit -n` here is ", hard)
+                                      : "the kernel allows fewer (/proc/sys/fs/nr_open)";
+  throw UsageError(detail::str(
+      "starting ", processes, processes == 1 ? " process" : " processes", " needs about ", needed, " open files, but ",
+      limit, ". Raise it (as root: `ulimit -Hn ", needed,
+      "`, the nofile entry of /etc/security/limits.conf, or LimitNOFILE= in a systemd unit), or start fewer ranks "
+      "on this node"));
 }
 
 int find_free_port() {

@@ -1,10 +1,12 @@
 // Runs a set of child processes (the ranks of this node, or an mpirun, or ssh sessions)
 // and watches them: output is prefixed and copied to per-child log files; the first child
 // that fails stops all the others (SIGTERM, then SIGKILL after a grace period); a signal
-// to the launcher reaches every child; nothing is left running when supervise() returns.
+// to the launcher reaches every child; nothing is left running when supervise() returns,
+// not even what a child left behind (the launcher is their subreaper, reaper.h).
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -19,6 +21,11 @@ struct ChildSpec {
   std::vector<std::string> argv;     // argv[0] is looked up in PATH
   std::vector<std::pair<std::string, std::string>> env;   // set on top of the launcher's environment
   bool prefix_output = true;         // false when the child prefixes its own lines
+  // mpirun: the number of ranks it runs, each under a wrapper that prefixes its lines with
+  // "[rank N] " and reports a failure as a record (rank_report.h). The launcher then names
+  // the rank that failed first, and shows mpirun's own lines only if no rank explains its end.
+  int ranks_inside = 0;
+  int64_t descriptors = 0;           // open files the child needs (it inherits our limit)
 };
 
 struct SupervisorOptions {
@@ -27,6 +34,9 @@ struct SupervisorOptions {
   std::chrono::milliseconds kill_grace{5000};     // SIGTERM -> SIGKILL
   int tail_lines = 20;                            // lines of the failed child's output to repeat
   bool announce_signals = true;                   // say "got SIGTERM; stopping ..." on stderr
+  // A wrapper under mpirun: a failed child is reported as a record line on stderr for the
+  // launcher (rank_report.h), with this rank, instead of a "failed first" report.
+  int report_rank_to_launcher = -1;
   std::vector<std::filesystem::path> temporary_files;   // removed when supervise() returns
 };
 
@@ -34,6 +44,13 @@ struct SupervisorOptions {
 // of the child that failed first (128 + N for a child killed by signal N), or 128 + N when
 // the launcher itself got signal N.
 int supervise(const SupervisorOptions& options);
+
+// Makes sure the launcher can start `children` children: two pipes each here (and a log
+// file with `log_files`), and `child_needs` open files in any one child, which inherits our
+// limit (mpirun: about 4 per rank). Raises the soft RLIMIT_NOFILE as far as needed, or
+// throws UsageError naming the limit and the fix; `processes` counts them for the message.
+// supervise() checks its children; plan_launch checks a count before it builds the plan.
+void reserve_descriptors(int64_t children, bool log_files, int64_t child_needs, int64_t processes);
 
 // A TCP port that was free a moment ago on this host (bound to port 0, then released).
 int find_free_port();
