@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The launcher at its edges (docs/launch.md, "Edges"): a large rank count that ends well,
-# fails, or is stopped mid-start by SIGTERM or SIGKILL; a descriptor limit too low for the
-# count (refused before anything starts) or a soft limit that is raised; and, under mpirun,
-# one report that names the one rank that failed first, without mpirun's banners, and an
-# mpirun that does not exit once every rank has ended. Every case must leave no process
-# behind (a marker in the ranks' argv, checked with pgrep).
+# fails, or is stopped mid-start by SIGTERM or SIGKILL; a rank that leaves a daemon behind;
+# a descriptor limit too low for the count (refused before anything starts) or a soft
+# limit that is raised; and, under mpirun, one report that names the one rank that failed
+# first, without mpirun's banners, and an mpirun that does not exit once every rank has
+# ended. Every case must leave no process behind: every process of a rank has a marker in
+# its argv (rank.sh below), checked with pgrep.
 #
 #   launch_edges_test.sh ZEROTRAIN BACKEND   (gloo or mpi; mpi exits 77 without mpirun)
 set -u
@@ -32,10 +33,27 @@ leftovers() {
 }
 launch() { "$ZT" launch --backend "$BACKEND" --kill_grace_s $GRACE_S "$@"; }
 
+# rank.sh MODE MARKER: one rank. Its processes carry MARKER in their argv (exec -a).
+cat >"$out/rank.sh" <<'EOF'
+#!/usr/bin/env bash
+mode=$1 marker=$2
+case $mode in
+  ok) exec -a "zt-rank $marker" sleep 1 ;;
+  sleep) exec -a "zt-rank $marker" sleep 60 ;;
+  fail)
+    if [ "$RANK" = 150 ]; then echo "rank 150 gives up" >&2; exit 3; fi
+    exec -a "zt-rank $marker" sleep 60 ;;
+  daemon)   # in its own session, out of the rank's process group, holding the rank's output
+    setsid bash -c "exec -a 'zt-daemon $marker' sleep 60" &
+    exit 0 ;;
+esac
+EOF
+chmod +x "$out/rank.sh"
+
 # A large count that ends well.
 marker="zt-edges-$$-ok"
 start=$(now)
-launch --nproc_per_node $NPROC -- sh -c "sleep 1 # $marker" >"$out/out" 2>"$out/err"
+launch --nproc_per_node $NPROC -- "$out/rank.sh" ok "$marker" >"$out/out" 2>"$out/err"
 rc=$? elapsed=$(since "$start")
 if [ $rc != 0 ]; then bad "ok: exit code $rc"
 elif [ -s "$out/err" ]; then bad "ok: something on stderr"
@@ -46,8 +64,7 @@ else ok "$NPROC ranks end well (${elapsed}s)"; fi
 # One rank fails: it is named once, with its line, and the other ranks are stopped.
 marker="zt-edges-$$-fail"
 start=$(now)
-launch --nproc_per_node $NPROC -- sh -c "[ \$RANK = 150 ] && { echo 'rank 150 gives up' >&2; exit 3; }; sleep 60 # $marker" \
-  >"$out/out" 2>"$out/err"
+launch --nproc_per_node $NPROC -- "$out/rank.sh" fail "$marker" >"$out/out" 2>"$out/err"
 rc=$? elapsed=$(since "$start")
 if [ $rc != 3 ]; then bad "fail: exit code $rc, expected 3"
 elif [ "$(grep -c 'failed first' "$out/err")" != 1 ] || ! grep -q "rank 150 failed first: it exited with code 3" "$out/err"; then
@@ -62,12 +79,12 @@ for signal in TERM KILL; do
   marker="zt-edges-$$-$signal"
   start=$(now)
   # Not through the launch function: $! would be a subshell's pid.
-  "$ZT" launch --backend "$BACKEND" --kill_grace_s $GRACE_S --nproc_per_node $NPROC -- sh -c "sleep 60 # $marker" \
+  "$ZT" launch --backend "$BACKEND" --kill_grace_s $GRACE_S --nproc_per_node $NPROC -- "$out/rank.sh" sleep "$marker" \
     >"$out/out" 2>"$out/err" &
   launcher=$!
   # The first rank is up (not the launcher or mpirun, whose argv has the marker too).
-  for _ in $(seq 500); do pgrep -f "^sh -c sleep 60 # $marker" >/dev/null && break; sleep 0.02; done
-  running=$(pgrep -fc "^sh -c sleep 60 # $marker")
+  for _ in $(seq 500); do pgrep -f "^zt-rank $marker" >/dev/null && break; sleep 0.02; done
+  running=$(pgrep -fc "^zt-rank $marker")
   kill -$signal $launcher
   wait $launcher 2>/dev/null
   rc=$? elapsed=$(since "$start")
@@ -78,6 +95,17 @@ for signal in TERM KILL; do
   elif leftovers "$marker"; then bad "sig$signal: processes left behind"
   else ok "SIG$signal to the launcher with $running of $NPROC ranks up: exit $rc in ${elapsed}s, nothing left"; fi
 done
+
+# A rank that leaves a daemon behind, holding its output: the job still ends, and the
+# daemon goes with it (the launcher is the subreaper of what its ranks leave).
+marker="zt-edges-$$-daemon"
+start=$(now)
+launch --nproc_per_node 2 -- "$out/rank.sh" daemon "$marker" >"$out/out" 2>"$out/err"
+rc=$? elapsed=$(since "$start")
+if [ $rc != 0 ]; then bad "daemon: exit code $rc"
+elif awk "BEGIN{exit !($elapsed > 20)}"; then bad "daemon: took ${elapsed}s (waited for the daemon?)"
+elif leftovers "$marker"; then bad "daemon: left behind"
+else ok "a rank's daemon does not outlive the job (${elapsed}s)"; fi
 
 # Too few descriptors: refused before any rank starts, naming the limit; a soft limit
 # below what the count needs is raised up to the hard limit.
@@ -111,12 +139,15 @@ if [ "$BACKEND" = mpi ]; then
   elif [ "$(zt_lines)" != 2 ]; then bad "mpi every rank fails: lines besides the ranks' (mpirun's banners?)"
   else ok "mpi: every rank fails: one report naming rank $first, $(wc -l <"$out/err") lines"; fi
 
-  launch --nproc_per_node 3 -- sh -c '[ $RANK = 1 ] && { echo "rank 1 gives up"; exit 3; }; sleep 60' >"$out/out" 2>"$out/err"
+  marker="zt-edges-$$-mpi-one"
+  launch --nproc_per_node 3 -- sh -c '[ $RANK = 1 ] && { echo "rank 1 gives up"; exit 3; }; exec "$0" sleep "$1"' \
+    "$out/rank.sh" "$marker" >"$out/out" 2>"$out/err"
   rc=$?
   if [ $rc != 3 ]; then bad "mpi one rank fails: exit code $rc, expected 3"
   elif [ "$(grep -c 'failed first' "$out/err")" != 1 ] || ! grep -q "rank 1 failed first" "$out/err"; then
     bad "mpi one rank fails: not one report naming rank 1"
   elif [ "$(zt_lines)" != 2 ]; then bad "mpi one rank fails: lines besides the ranks' (mpirun's banners?)"
+  elif leftovers "$marker"; then bad "mpi one rank fails: left behind"
   else ok "mpi: rank 1 fails: one report naming it"; fi
 
   # An mpirun that does not exit after its ranks have ended (OpenMPI 4.1.4's mpirun hangs

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "tools/launch/hostfile.h"
+#include "tools/launch/reaper.h"
 #include "zerotrain/comm/types.h"
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"

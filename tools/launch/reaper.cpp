@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,8 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "zerotrain/core/error.h"
 
 namespace zerotrain::launch {
 namespace {
@@ -59,6 +62,32 @@ std::vector<pid_t> descendants_of(pid_t root) {
   return below;
 }
 
+// Raises the soft RLIMIT_NOFILE to `needed` (never above the hard limit; children inherit
+// it). Returns false when the limit stays below `needed`.
+bool raise_descriptor_limit(long needed, long* soft_limit, long* hard_limit) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return true;   // nothing known: let it try
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < static_cast<rlim_t>(needed)) {
+    rlimit raised = limit;
+    raised.rlim_cur = (limit.rlim_max == RLIM_INFINITY || limit.rlim_max >= static_cast<rlim_t>(needed))
+                          ? static_cast<rlim_t>(needed)
+                          : limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  *soft_limit = limit.rlim_cur == RLIM_INFINITY ? -1 : static_cast<long>(limit.rlim_cur);
+  *hard_limit = limit.rlim_max == RLIM_INFINITY ? -1 : static_cast<long>(limit.rlim_max);
+  return limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= static_cast<rlim_t>(needed);
+}
+
+long open_descriptors() {
+  long count = 0;
+  DIR* fds = ::opendir("/proc/self/fd");
+  if (fds == nullptr) return 64;   // a guess that errs high
+  while (const dirent* entry = ::readdir(fds)) count += entry->d_name[0] != '.';
+  ::closedir(fds);
+  return count;
+}
+
 }  // namespace
 
 void become_subreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
@@ -79,21 +108,6 @@ void kill_and_reap_descendants() {
   }
 }
 
-bool raise_descriptor_limit(long needed, long* soft_limit, long* hard_limit) {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return true;   // nothing known: let it try
-  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < static_cast<rlim_t>(needed)) {
-    rlimit raised = limit;
-    raised.rlim_cur = (limit.rlim_max == RLIM_INFINITY || limit.rlim_max >= static_cast<rlim_t>(needed))
-                          ? static_cast<rlim_t>(needed)
-                          : limit.rlim_max;
-    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
-  }
-  *soft_limit = limit.rlim_cur == RLIM_INFINITY ? -1 : static_cast<long>(limit.rlim_cur);
-  *hard_limit = limit.rlim_max == RLIM_INFINITY ? -1 : static_cast<long>(limit.rlim_max);
-  return limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= static_cast<rlim_t>(needed);
-}
-
 bool is_ancestor(pid_t ancestor, pid_t pid) {
   for (int depth = 0; depth < 256 && pid > 1; ++depth) {
     pid = parent_of(std::to_string(pid).c_str());
@@ -102,13 +116,21 @@ bool is_ancestor(pid_t ancestor, pid_t pid) {
   return false;
 }
 
-long open_descriptors() {
-  long count = 0;
-  DIR* fds = ::opendir("/proc/self/fd");
-  if (fds == nullptr) return 64;   // a guess that errs high
-  while (const dirent* entry = ::readdir(fds)) count += entry->d_name[0] != '.';
-  ::closedir(fds);
-  return count;
+// A launch that runs out of descriptors half-way fails after starting part of its ranks,
+// and mpirun then hangs (ORTE_ERROR_LOG, no exit). So the limit is raised as far as needed
+// before anything starts, or the launch is refused.
+void reserve_descriptors(int64_t children, bool log_files, int64_t child_needs, int64_t processes) {
+  const int64_t needed = std::max<int64_t>(open_descriptors() + 16 + (log_files ? 3 : 2) * children, child_needs);
+  long soft = 0, hard = 0;
+  if (raise_descriptor_limit(static_cast<long>(needed), &soft, &hard)) return;
+  // An unlimited hard limit still stops at the kernel's fs.nr_open.
+  const std::string limit = hard >= 0 ? detail::str("the hard limit of `ulimit -n` here is ", hard)
+                                      : "the kernel allows fewer (/proc/sys/fs/nr_open)";
+  throw UsageError(detail::str(
+      "starting ", processes, processes == 1 ? " process" : " processes", " needs about ", needed, " open files, but ",
+      limit, ". Raise it (as root: `ulimit -Hn ", needed,
+      "`, the nofile entry of /etc/security/limits.conf, or LimitNOFILE= in a systemd unit), or start fewer ranks "
+      "on this node"));
 }
 
 }  // namespace zerotrain::launch

@@ -214,18 +214,30 @@ void start(Child& child) {
   const std::string exec_failed = "cannot run " + child.spec->argv[0] + ": ";   // built before fork
   const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   const pid_t parent = ::getpid();
+  // Signals stay blocked in the child until it has dropped the launcher's handlers: a
+  // SIGTERM meant for the rank (the job stopping while it starts) must not run on_signal,
+  // which would write to the launcher's signal pipe and read there as the launcher's own.
+  sigset_t all, previous;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_BLOCK, &all, &previous);
   const pid_t pid = ::fork();
-  ZT_CHECK(pid >= 0, IoError, "fork: ", std::strerror(errno));
+  if (pid != 0) ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (pid < 0) {
+    const int fork_errno = errno;
+    for (int fd : {out[0], out[1], err[0], err[1], null_fd}) ::close(fd);
+    throw IoError(detail::str("fork: ", std::strerror(fork_errno)));
+  }
   if (pid == 0) {
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGHUP, SIG_DFL);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
     // Own process group, so that a signal to the group reaches the rank's own children too.
     ::setpgid(0, 0);
     // If the launcher dies without cleaning up (SIGKILL), the rank dies with it.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(1);
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
-    ::signal(SIGHUP, SIG_DFL);
-    ::signal(SIGPIPE, SIG_DFL);
     // Ranks never read the terminal: in their own process group a read or a tcsetattr
     // would stop them (SIGTTIN/SIGTTOU) and the job would hang.
     if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
@@ -501,23 +513,6 @@ int supervise(const SupervisorOptions& options) {
   if (options.log_dir) log = *options.log_dir / c.spec->log_name;
   print_failure(c.spec->label, c.status, children.size() - 1, c.tail, log);
   return exit_code_of(c.status);
-}
-
-// A launch that runs out of descriptors half-way fails after starting part of its ranks,
-// and mpirun then hangs (ORTE_ERROR_LOG, no exit). So the limit is raised as far as needed
-// before anything starts, or the launch is refused.
-void reserve_descriptors(int64_t children, bool log_files, int64_t child_needs, int64_t processes) {
-  const int64_t needed = std::max<int64_t>(open_descriptors() + 16 + (log_files ? 3 : 2) * children, child_needs);
-  long soft = 0, hard = 0;
-  if (raise_descriptor_limit(static_cast<long>(needed), &soft, &hard)) return;
-  // An unlimited hard limit still stops at the kernel's fs.nr_open.
-  const std::string limit = hard >= 0 ? detail::str("the hard limit of `ulimit -n` here is ", hard)
-                                      : "the kernel allows fewer (/proc/sys/fs/nr_open)";
-  throw UsageError(detail::str(
-      "starting ", processes, processes == 1 ? " process" : " processes", " needs about ", needed, " open files, but ",
-      limit, ". Raise it (as root: `ulimit -Hn ", needed,
-      "`, the nofile entry of /etc/security/limits.conf, or LimitNOFILE= in a systemd unit), or start fewer ranks "
-      "on this node"));
 }
 
 int find_free_port() {

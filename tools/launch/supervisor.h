@@ -45,13 +45,6 @@ struct SupervisorOptions {
 // the launcher itself got signal N.
 int supervise(const SupervisorOptions& options);
 
-// Makes sure the launcher can start `children` children: two pipes each here (and a log
-// file with `log_files`), and `child_needs` open files in any one child, which inherits our
-// limit (mpirun: about 4 per rank). Raises the soft RLIMIT_NOFILE as far as needed, or
-// throws UsageError naming the limit and the fix; `processes` counts them for the message.
-// supervise() checks its children; plan_launch checks a count before it builds the plan.
-void reserve_descriptors(int64_t children, bool log_files, int64_t child_needs, int64_t processes);
-
 // A TCP port that was free a moment ago on this host (bound to port 0, then released).
 int find_free_port();
 
