@@ -31,7 +31,8 @@ APT_PACKAGES=(
   libgloo-dev          # Gloo headers for c10d's ProcessGroupGloo (the wheel ships none)
   libopenmpi-dev openmpi-bin   # the MPI backend and mpirun
   iproute2             # network namespaces for the two-host test
-  clang libclang-rt-14-dev   # fuzzing the config reader (scripts/fuzz.sh)
+  clang libclang-rt-14-dev   # fuzzing the config and checkpoint readers (scripts/fuzz.sh)
+  libxxhash-dev        # checkpoint checksums (XXH3-64)
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -102,7 +102,10 @@ GroupState make_group(const ParamGroup& spec, const std::unordered_map<const voi
   return g;
 }
 
-void apply_schedule(EngineState& s) {
+}  // namespace
+
+void EngineState::apply_schedule() {
+  EngineState& s = *this;
   if (!s.schedule) return;
   const auto lrs = s.schedule->lrs();
   const auto betas = s.schedule->betas();
@@ -111,6 +114,8 @@ void apply_schedule(EngineState& s) {
     if (betas) s.groups[g].hyper.betas = *betas;
   }
 }
+
+namespace {
 
 void client_step(EngineState& s, const std::vector<at::Tensor>& grads) {
   auto& client_groups = s.client_optimizer->param_groups();
@@ -233,7 +238,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
     std::vector<double> base_lrs;
     for (const auto& g : s->groups) base_lrs.push_back(g.hyper.lr);
     s->schedule = optim::LrSchedule::from_config(*s->config.scheduler, base_lrs);
-    apply_schedule(*s);
+    s->apply_schedule();
   }
   s->install_hooks();
   if (s->comm.rank() == 0) {
@@ -289,7 +294,7 @@ void Engine::step() {
     optimizer_step(s, unscaled_fp32_gradients(s, *s.global_grad_norm, scale));
     if (s.schedule) {
       s.schedule->step();
-      apply_schedule(s);
+      s.apply_schedule();
     }
   }
   zero_gradients(s);

@@ -68,6 +68,19 @@ struct ModelStateBytes {
   int64_t total() const { return params + grads + optimizer + master + buffers; }
 };
 
+// What Engine::load_checkpoint restores besides the weights (DeepSpeed's arguments).
+struct CheckpointLoadOptions {
+  bool load_optimizer_states = true;     // optimizer moments and step counts
+  bool load_lr_scheduler_states = true;  // the schedule's iteration
+  bool load_module_only = false;         // the weights (and buffers) only: no optimizer, schedule or counters
+  bool load_module_strict = true;        // every trainable parameter of the model must be in the checkpoint
+};
+
+struct LoadedCheckpoint {
+  std::string path;            // the tag directory loaded
+  config::Json client_state;   // what save_checkpoint was given
+};
+
 class Engine {
  public:
   Engine(Engine&&) noexcept;
@@ -128,6 +141,28 @@ class Engine {
   // a time, so no rank holds more than one unit beyond its shard (what DeepSpeed saves with
   // stage3_gather_16bit_weights_on_model_save).
   std::vector<std::pair<std::string, at::Tensor>> consolidated_16bit_state_dict();
+
+  // Checkpoints (docs/checkpoints.md). Every rank must call these, with the same arguments.
+  //
+  // Saves `<save_dir>/<tag>/` (tag empty: "global_step<N>"): a manifest and one safetensors
+  // file per rank with its fragments of the fp32 master weights and optimizer states, the
+  // schedule, the loss scaler, the counters, each rank's RNG state and `client_state`. The
+  // tag appears complete or not at all, and `<save_dir>/latest` names it (with
+  // `save_latest`) only once every rank has finished; a failure on any rank throws on every
+  // rank and leaves the previous checkpoint as it was. Call it after step(), at an
+  // accumulation boundary.
+  void save_checkpoint(const std::string& save_dir, const std::string& tag = "",
+                       const config::Json& client_state = config::Json::object(), bool save_latest = true);
+  // Loads `<load_dir>/<tag>` (tag empty: the one `latest` names) at any world size, stage and
+  // dtype: each rank reads the fragments of what it holds. Nothing changes unless every rank
+  // read its part. nullopt (and a warning) when there is no `latest`, as DeepSpeed returns
+  // (None, None).
+  std::optional<LoadedCheckpoint> load_checkpoint(const std::string& load_dir, const std::string& tag = "",
+                                                  const CheckpointLoadOptions& options = {});
+  // DeepSpeed's save_16bit_model: rank 0 writes the model's weights (and buffers) in the model
+  // dtype to `<save_dir>/<filename>` as safetensors. At stage 3 only with
+  // "stage3_gather_16bit_weights_on_model_save" (returns false and logs otherwise).
+  bool save_16bit_model(const std::string& save_dir, const std::string& filename = "model.safetensors");
 
  private:
   friend class GatheredParameters;

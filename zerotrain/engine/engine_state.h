@@ -76,6 +76,9 @@ struct EngineState {
   // A model that outlives its engine must not call into it from backward.
   ~EngineState();
 
+  // engine.cpp: each group's lr (and betas) from the schedule's current iteration.
+  void apply_schedule();
+
   // grad_sync.cpp
   void install_hooks();   // and creates the reducer
   void begin_backward();

@@ -193,6 +193,13 @@ std::map<std::string, at::Tensor>& FlatOptimizer::state_for(size_t group, const 
   return s;
 }
 
+void FlatOptimizer::restore(size_t group, int64_t steps, std::map<std::string, at::Tensor> state) {
+  if (state_.size() <= group) state_.resize(group + 1);
+  if (steps_.size() <= group) steps_.resize(group + 1, 0);
+  state_[group] = std::move(state);
+  steps_[group] = steps;
+}
+
 int64_t FlatOptimizer::next_step(size_t group) {
   if (steps_.size() <= group) steps_.resize(group + 1, 0);
   return ++steps_[group];

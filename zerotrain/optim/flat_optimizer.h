@@ -47,6 +47,9 @@ class FlatOptimizer {
   int64_t steps(size_t group) const;
   const std::map<std::string, at::Tensor>& state(size_t group) const;
   int64_t state_nbytes() const;
+  // From a checkpoint: group `group`'s step count and state tensors (fp32, laid out like its
+  // shard), replacing what it had.
+  void restore(size_t group, int64_t steps, std::map<std::string, at::Tensor> state);
 
  protected:
   explicit FlatOptimizer(GroupHyper defaults) : defaults_(defaults) {}

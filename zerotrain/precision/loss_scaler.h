@@ -30,6 +30,14 @@ struct LossScalerOptions {
   double scale_factor = 2.0;        // not configurable in DeepSpeed either
 };
 
+// What a checkpoint keeps of a scaler to resume it exactly.
+struct LossScalerState {
+  double scale = 1.0;
+  int64_t iteration = 0;
+  int64_t last_overflow_iteration = -1;
+  int64_t hysteresis_left = 1;
+};
+
 class LossScaler {
  public:
   explicit LossScaler(const LossScalerOptions& options);
@@ -42,6 +50,14 @@ class LossScaler {
   // for the event, if it logs one ("[deepspeed] OVERFLOW! Rank 0 Skipping step. ...").
   // Throws Error when an overflow hits at the minimum scale, as DeepSpeed raises.
   std::optional<std::string> update(bool overflow);
+
+  LossScalerState state() const { return {scale_, iteration_, last_overflow_iteration_, hysteresis_}; }
+  void restore(const LossScalerState& state) {
+    scale_ = state.scale;
+    iteration_ = state.iteration;
+    last_overflow_iteration_ = state.last_overflow_iteration;
+    hysteresis_ = state.hysteresis_left;
+  }
 
  private:
   std::optional<std::string> update_no_zero(bool overflow);

@@ -45,6 +45,21 @@ class OverflowWatch {
   std::string diagnosis(const std::string& headline) const;
 
   int64_t consecutive_skipped() const { return consecutive_skipped_; }
+  // The counters a checkpoint keeps (the history of recent steps is for diagnosis only).
+  struct Counts {
+    int64_t consecutive_skipped = 0, steps_at_min_scale = 0, overflows_at_min_scale = 0, total_skipped = 0,
+            good_steps = 0;
+  };
+  Counts counts() const {
+    return {consecutive_skipped_, steps_at_min_scale_, overflows_at_min_scale_, total_skipped_, good_steps_};
+  }
+  void restore(const Counts& c) {
+    consecutive_skipped_ = c.consecutive_skipped;
+    steps_at_min_scale_ = c.steps_at_min_scale;
+    overflows_at_min_scale_ = c.overflows_at_min_scale;
+    total_skipped_ = c.total_skipped;
+    good_steps_ = c.good_steps;
+  }
   int64_t steps_at_min_scale() const { return steps_at_min_scale_; }
 
  private:

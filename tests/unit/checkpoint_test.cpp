@@ -1,0 +1,427 @@
+// Checkpoints through the engine (docs/checkpoints.md): save, load and continue at every
+// stage, dtype and world size (ranks as threads); resharding between world sizes, stages and
+// dtypes; and damaged, mismatched or unwritable checkpoints, which must change nothing.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "tests/support/stage3_models.h"
+#include "tests/support/thread_ranks.h"
+#include "zerotrain/checkpoint/reader.h"
+#include "zerotrain/core/error.h"
+#include "zerotrain/engine/engine.h"
+
+namespace zerotrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kCkptSteps = 12;
+constexpr int64_t kBatch = 24;   // divisible by world sizes 1, 2, 3 and 4
+
+struct TrainSetup {
+  int world = 1;
+  int stage = 0;
+  std::string dtype = "fp32";
+};
+
+void PrintTo(const TrainSetup& s, std::ostream* os) { *os << "world " << s.world << " stage " << s.stage << " " << s.dtype; }
+
+Config setup_config(const TrainSetup& s) {
+  std::string json = R"({"train_batch_size": 24,
+    "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.01}},
+    "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 6, "warmup_max_lr": 0.01}},
+    "zero_optimization": {"stage": )" + std::to_string(s.stage) +
+                     R"(, "reduce_bucket_size": 50, "stage3_param_persistence_threshold": 0})";
+  if (s.dtype == "bf16") json += R"(, "bf16": {"enabled": true})";
+  if (s.dtype == "fp16") json += R"(, "fp16": {"enabled": true, "initial_scale_power": 8})";
+  return Config::from_string(json + "}");
+}
+
+struct Data {
+  torch::Tensor x, y;
+};
+const Data& data() {
+  static const Data d = [] {
+    torch::manual_seed(11);
+    return Data{torch::randn({kCkptSteps, kBatch, 8}), torch::randn({kCkptSteps, kBatch, 4})};
+  }();
+  return d;
+}
+
+struct RunOptions {
+  int first = 0;                 // steps [first, last)
+  int last = kCkptSteps;
+  std::string load_dir;          // load (its latest) before the first step
+  std::string save_dir;          // save after step `save_after`
+  int save_after = -1;
+  CheckpointLoadOptions load;
+};
+
+struct RunResult {
+  std::vector<double> losses;                 // per step: the mean over ranks
+  std::vector<torch::Tensor> params;          // rank 0's consolidated weights at the end (fp32)
+  int64_t global_steps = 0;
+  std::vector<std::string> errors;
+};
+
+RunResult run(const TrainSetup& s, const RunOptions& o) {
+  RunResult result;
+  result.losses.assign(kCkptSteps, 0.0);
+  std::mutex mu;
+  result.errors = run_ranks(s.world, [&](int rank, comm::Communicator& comm) {
+    ShardedParityNet net = make_sharded_parity_net(false);
+    Engine engine = initialize(net.ptr(), setup_config(s), {.comm = comm});
+    if (!o.load_dir.empty()) {
+      ASSERT_TRUE(engine.load_checkpoint(o.load_dir, "", o.load).has_value());
+    }
+    const int64_t micro = kBatch / s.world;
+    for (int step = o.first; step < o.last; ++step) {
+      const auto x = data().x[step].narrow(0, rank * micro, micro), y = data().y[step].narrow(0, rank * micro, micro);
+      const auto loss = torch::mse_loss(net->forward(x.to(engine.model_dtype())).to(torch::kFloat), y);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        result.losses[step] += loss.item<double>() / s.world;
+      }
+      engine.backward(loss);
+      engine.step();
+      if (step + 1 == o.save_after) engine.save_checkpoint(o.save_dir);
+    }
+    auto weights = engine.consolidated_16bit_state_dict();
+    if (rank == 0) {
+      result.global_steps = engine.global_steps();
+      for (auto& [name, t] : weights) result.params.push_back(t.to(torch::kFloat));
+    }
+  });
+  return result;
+}
+
+std::string fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("zt_ckpt_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+void expect_no_errors(const RunResult& r) {
+  for (size_t i = 0; i < r.errors.size(); ++i) EXPECT_EQ(r.errors[i], "") << "rank " << i;
+}
+
+constexpr int kSaveAfter = 5;
+
+// ---- Exact resume: same world, stage and dtype ----
+
+class RoundTrip : public ::testing::TestWithParam<TrainSetup> {};
+
+TEST_P(RoundTrip, ContinuesExactlyAsTheUninterruptedRun) {
+  const TrainSetup s = GetParam();
+  const std::string dir = fresh_dir("roundtrip");
+  const RunResult whole = run(s, {.save_dir = dir, .save_after = kSaveAfter});
+  expect_no_errors(whole);
+  ASSERT_TRUE(fs::exists(fs::path(dir) / "latest"));
+  const RunResult resumed = run(s, {.first = kSaveAfter, .load_dir = dir});
+  expect_no_errors(resumed);
+  EXPECT_EQ(resumed.global_steps, whole.global_steps);
+  for (int step = kSaveAfter; step < kCkptSteps; ++step) {
+    EXPECT_EQ(resumed.losses[step], whole.losses[step]) << "step " << step;   // bitwise
+  }
+  ASSERT_EQ(resumed.params.size(), whole.params.size());
+  for (size_t i = 0; i < whole.params.size(); ++i) EXPECT_TRUE(torch::equal(resumed.params[i], whole.params[i])) << i;
+  fs::remove_all(dir);
+}
+
+std::vector<TrainSetup> round_trip_setups() {
+  std::vector<TrainSetup> out;
+  for (int world : {1, 2, 4}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      for (const char* dtype : {"fp32", "bf16"}) out.push_back({world, stage, dtype});
+    }
+  }
+  out.push_back({2, 2, "fp16"});
+  out.push_back({2, 0, "fp16"});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryStageDtypeWorld, RoundTrip, ::testing::ValuesIn(round_trip_setups()),
+                         [](const auto& info) {
+                           return "world" + std::to_string(info.param.world) + "_stage" + std::to_string(info.param.stage) +
+                                  "_" + info.param.dtype;
+                         });
+
+// ---- Resharding: load at another world size, stage or dtype ----
+
+struct Reshard {
+  TrainSetup saved, loaded;
+};
+void PrintTo(const Reshard& r, std::ostream* os) {
+  PrintTo(r.saved, os);
+  *os << " -> ";
+  PrintTo(r.loaded, os);
+}
+
+class Resharding : public ::testing::TestWithParam<Reshard> {};
+
+TEST_P(Resharding, LossesContinueWithinParityBounds) {
+  const Reshard c = GetParam();
+  const std::string dir = fresh_dir("reshard");
+  const RunResult whole = run(c.saved, {.save_dir = dir, .save_after = kSaveAfter});
+  expect_no_errors(whole);
+  const RunResult resumed = run(c.loaded, {.first = kSaveAfter, .load_dir = dir});
+  expect_no_errors(resumed);
+  EXPECT_EQ(resumed.global_steps, whole.global_steps);
+  // fp32 differs by reduction order only; a half-precision side by its rounding of the weights.
+  const bool half = c.saved.dtype != "fp32" || c.loaded.dtype != "fp32";
+  const double tolerance = half ? 1.0 / 32 : 1e-5;
+  for (int step = kSaveAfter; step < kCkptSteps; ++step) {
+    EXPECT_NEAR(resumed.losses[step], whole.losses[step], tolerance * std::max(1.0, std::abs(whole.losses[step])))
+        << "step " << step;
+  }
+  EXPECT_LT(max_difference(resumed.params, whole.params), half ? 1.0 / 16 : 1e-4);
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, Resharding,
+                         ::testing::Values(Reshard{{4, 3, "bf16"}, {2, 1, "bf16"}},    // 4 -> 2, stage 3 -> 1
+                                           Reshard{{2, 1, "bf16"}, {1, 0, "fp32"}},    // 2 -> 1, bf16 -> fp32
+                                           Reshard{{4, 3, "bf16"}, {1, 0, "fp32"}},    // stage 3 -> 0
+                                           Reshard{{4, 2, "fp32"}, {2, 2, "fp32"}},    // 4 -> 2
+                                           Reshard{{2, 1, "fp32"}, {4, 1, "fp32"}},    // 2 -> 4
+                                           Reshard{{3, 2, "fp32"}, {2, 1, "fp32"}},    // 3 -> 2
+                                           Reshard{{1, 3, "fp32"}, {1, 0, "fp32"}},    // stage 3 -> 0
+                                           Reshard{{2, 0, "fp32"}, {2, 3, "fp32"}},    // stage 0 -> 3
+                                           Reshard{{2, 2, "fp32"}, {3, 3, "bf16"}},    // 2 -> 3, fp32 -> bf16
+                                           Reshard{{1, 0, "bf16"}, {4, 3, "bf16"}}));  // 1 -> 4, stage 0 -> 3
+
+// ---- Damaged and mismatched checkpoints change nothing ----
+
+// Saves a checkpoint at world 2 stage 2 after kSaveAfter steps; returns its tag directory.
+std::string saved_checkpoint(const std::string& name) {
+  const std::string dir = fresh_dir(name);
+  expect_no_errors(run({2, 2, "fp32"}, {.last = kSaveAfter, .save_dir = dir, .save_after = kSaveAfter}));
+  return dir;
+}
+
+// Loading `dir` at world 2 stage 1 fails on every rank with a CheckpointError containing
+// `expected`, and the engine's weights are what initialize gave them.
+void expect_load_fails(const std::string& dir, const std::string& expected, const CheckpointLoadOptions& o = {}) {
+  const auto errors = run_ranks(2, [&](int, comm::Communicator& comm) {
+    ShardedParityNet net = make_sharded_parity_net(false);
+    Engine engine = initialize(net.ptr(), setup_config({2, 1, "fp32"}), {.comm = comm});
+    const auto before = net->fc1->inner->weight.detach().clone();
+    try {
+      engine.load_checkpoint(dir, "", o);
+      ADD_FAILURE() << "the load did not fail";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(torch::equal(before, net->fc1->inner->weight));
+    EXPECT_EQ(engine.global_steps(), 0);
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+}
+
+fs::path tag_dir(const std::string& dir) { return fs::path(dir) / ("global_step" + std::to_string(kSaveAfter)); }
+
+void flip_byte(const fs::path& file, int64_t from_end) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-from_end, std::ios::end);
+  char c = 0;
+  f.read(&c, 1);
+  f.seekp(-from_end, std::ios::end);
+  c = static_cast<char>(c ^ 0x10);
+  f.write(&c, 1);
+}
+
+TEST(CheckpointFaults, BitFlipInAFragmentIsCaughtByItsChecksum) {
+  const std::string dir = saved_checkpoint("bitflip");
+  flip_byte(tag_dir(dir) / "rank_00001.safetensors", 3000);
+  expect_load_fails(dir, "does not match its checksum");
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFaults, TruncatedRankFile) {
+  const std::string dir = saved_checkpoint("truncated");
+  const fs::path f = tag_dir(dir) / "rank_00000.safetensors";
+  fs::resize_file(f, fs::file_size(f) - 100);
+  expect_load_fails(dir, "manifest says");
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFaults, DamagedHeader) {
+  const std::string dir = saved_checkpoint("header");
+  std::fstream f(tag_dir(dir) / "rank_00000.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(20);
+  f.write("XX", 2);
+  f.close();
+  expect_load_fails(dir, "header does not match");
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFaults, MissingRankFile) {
+  const std::string dir = saved_checkpoint("missing");
+  fs::remove(tag_dir(dir) / "rank_00001.safetensors");
+  expect_load_fails(dir, "rank_00001.safetensors: missing");
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFaults, NewerFormatVersion) {
+  const std::string dir = saved_checkpoint("version");
+  const fs::path m = tag_dir(dir) / "manifest.json";
+  std::ifstream in(m);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  text.replace(text.find("\"format_version\": 1"), 19, "\"format_version\": 7");
+  std::ofstream(m) << text;
+  expect_load_fails(dir, "checkpoint format version 7");
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFaults, ManifestThatIsNotJson) {
+  const std::string dir = saved_checkpoint("notjson");
+  std::ofstream(tag_dir(dir) / "manifest.json") << "{\"format\": \"zerotrain-checkpoint\", ";
+  expect_load_fails(dir, "not valid JSON");
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFaults, UnfinishedSaveHasNoManifest) {
+  const std::string dir = saved_checkpoint("nomanifest");
+  fs::remove(tag_dir(dir) / "manifest.json");
+  expect_load_fails(dir, "did not finish");
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFaults, DifferentModelIsRefusedByName) {
+  const std::string dir = fresh_dir("othermodel");
+  const auto errors = run_ranks(1, [&](int, comm::Communicator& comm) {
+    auto other = torch::nn::Sequential(torch::nn::Linear(8, 4));
+    Engine engine = initialize(other.ptr(), setup_config({1, 0, "fp32"}), {.comm = comm});
+    engine.save_checkpoint(dir);
+  });
+  for (const auto& e : errors) ASSERT_EQ(e, "");
+  expect_load_fails(dir, "different model");
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFaults, OptimizerTypeMustMatchUnlessStatesAreSkipped) {
+  const std::string dir = fresh_dir("sgd");
+  const auto errors = run_ranks(2, [&](int, comm::Communicator& comm) {
+    ShardedParityNet net = make_sharded_parity_net(false);
+    auto config = Config::from_string(R"({"train_batch_size": 24, "optimizer": {"type": "SGD", "params": {"lr": 0.1}}, "zero_allow_untested_optimizer": true,
+                                          "zero_optimization": {"stage": 2}})");
+    Engine engine = initialize(net.ptr(), config, {.comm = comm});
+    engine.save_checkpoint(dir, "sgd");
+    std::ofstream(fs::path(dir) / "latest") << "sgd";
+  });
+  for (const auto& e : errors) ASSERT_EQ(e, "");
+  expect_load_fails(dir, "optimizer is SGD");
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFaults, NoLatestLoadsNothing) {
+  const std::string dir = fresh_dir("nolatest");
+  const auto errors = run_ranks(1, [&](int, comm::Communicator& comm) {
+    ShardedParityNet net = make_sharded_parity_net(false);
+    Engine engine = initialize(net.ptr(), setup_config({1, 0, "fp32"}), {.comm = comm});
+    EXPECT_FALSE(engine.load_checkpoint(dir).has_value());
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+}
+
+// ---- Saving safely ----
+
+TEST(CheckpointSave, FileSizeLimitFailsBeforeLatestMoves) {
+  const std::string dir = saved_checkpoint("fsize");
+  struct rlimit old {};
+  ::getrlimit(RLIMIT_FSIZE, &old);
+  const auto errors = run_ranks(2, [&](int rank, comm::Communicator& comm) {
+    ShardedParityNet net = make_sharded_parity_net(false);
+    Engine engine = initialize(net.ptr(), setup_config({2, 2, "fp32"}), {.comm = comm});
+    if (rank == 0) {
+      struct rlimit small = old;
+      small.rlim_cur = 512;
+      ::setrlimit(RLIMIT_FSIZE, &small);
+    }
+    comm.barrier().wait();
+    try {
+      engine.save_checkpoint(dir, "too_big");
+      ADD_FAILURE() << "the save did not fail";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("file-size limit"), std::string::npos) << e.what();
+    }
+  });
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  EXPECT_EQ(*checkpoint::read_latest_tag(dir), "global_step" + std::to_string(kSaveAfter));
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "too_big"));
+  EXPECT_FALSE(fs::exists(fs::path(dir) / ".too_big.partial"));
+  expect_no_errors(run({2, 2, "fp32"}, {.first = kSaveAfter, .load_dir = dir}));
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointSave, InsideAnAccumulationIsRefused) {
+  const auto errors = run_ranks(1, [&](int, comm::Communicator& comm) {
+    ShardedParityNet net = make_sharded_parity_net(false);
+    auto config = Config::from_string(R"({"train_batch_size": 24, "gradient_accumulation_steps": 2,
+        "optimizer": {"type": "AdamW", "params": {"lr": 0.01}}})");
+    Engine engine = initialize(net.ptr(), config, {.comm = comm});
+    engine.backward(torch::mse_loss(net->forward(data().x[0].narrow(0, 0, 12)), data().y[0].narrow(0, 0, 12)));
+    engine.step();
+    EXPECT_THROW(engine.save_checkpoint(fresh_dir("accum")), UsageError);
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+}
+
+TEST(CheckpointSave, TagValidationFailRefusesDifferentTags) {
+  const std::string dir = fresh_dir("tags");
+  const auto errors = run_ranks(2, [&](int rank, comm::Communicator& comm) {
+    ShardedParityNet net = make_sharded_parity_net(false);
+    auto config = Config::from_string(R"({"train_batch_size": 24, "checkpoint": {"tag_validation": "Fail"},
+        "optimizer": {"type": "AdamW", "params": {"lr": 0.01}}})");
+    Engine engine = initialize(net.ptr(), config, {.comm = comm});
+    EXPECT_THROW(engine.save_checkpoint(dir, rank == 0 ? "a" : "b"), UsageError);
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "latest"));
+}
+
+TEST(CheckpointSave, ClientStateAndSavingATagAgain) {
+  const std::string dir = fresh_dir("client");
+  const auto errors = run_ranks(2, [&](int, comm::Communicator& comm) {
+    ShardedParityNet net = make_sharded_parity_net(false);
+    Engine engine = initialize(net.ptr(), setup_config({2, 1, "fp32"}), {.comm = comm});
+    engine.save_checkpoint(dir, "t", {{"epoch", 3}});
+    engine.save_checkpoint(dir, "t", {{"epoch", 4}});   // replaces the tag whole
+    const auto loaded = engine.load_checkpoint(dir);
+    ASSERT_TRUE(loaded.has_value());
+    EXPECT_EQ(loaded->client_state["epoch"], 4);
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  EXPECT_FALSE(fs::exists(fs::path(dir) / ".t.partial"));
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointSave, Save16BitModelWritesSafetensors) {
+  const std::string dir = fresh_dir("16bit");
+  const auto errors = run_ranks(2, [&](int, comm::Communicator& comm) {
+    ShardedParityNet net = make_sharded_parity_net(false);
+    Engine engine = initialize(net.ptr(), setup_config({2, 3, "bf16"}), {.comm = comm});
+    EXPECT_FALSE(engine.save_16bit_model(dir));   // stage 3 without gather_16bit_weights_on_model_save
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "model.safetensors"));
+  const auto errors2 = run_ranks(2, [&](int, comm::Communicator& comm) {
+    ShardedParityNet net = make_sharded_parity_net(false);
+    Engine engine = initialize(net.ptr(), setup_config({2, 2, "bf16"}), {.comm = comm});
+    EXPECT_TRUE(engine.save_16bit_model(dir));
+    EXPECT_THROW(engine.save_16bit_model(dir, "pytorch_model.bin"), UsageError);
+  });
+  for (const auto& e : errors2) EXPECT_EQ(e, "");
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "model.safetensors"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace zerotrain::test

@@ -1,0 +1,63 @@
+// Reading a checkpoint tag without trusting it: the manifest is checked whole before use
+// (manifest.h), each rank file's size and header checksum must match the manifest before
+// its header is parsed (safetensors.h), and every tensor read is checked against its own
+// checksum. Any mismatch is a CheckpointError naming the file and what is wrong. No LibTorch.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zerotrain/checkpoint/file_io.h"
+#include "zerotrain/checkpoint/manifest.h"
+#include "zerotrain/checkpoint/safetensors.h"
+
+namespace zerotrain::checkpoint {
+
+inline constexpr std::string_view kLatestName = "latest";
+
+// The tag `<dir>/latest` names; nullopt when there is no such file (DeepSpeed then warns and
+// loads nothing). CheckpointError when it is not a plain tag name.
+std::optional<std::string> read_latest_tag(const std::filesystem::path& dir);
+// Whether `tag` can name a directory inside a save directory: no '/', not "." or "..", not
+// empty, not starting with '.' (the save's staging directories do), printable.
+bool valid_tag(std::string_view tag);
+
+// The checksum of each tensor of a rank file, kept in its header's __metadata__ under the
+// tensor's name with this prefix.
+inline constexpr std::string_view kTensorChecksumPrefix = "xxh3_64:";
+
+class CheckpointReader {
+ public:
+  // Reads and checks `<tag_dir>/manifest.json`.
+  explicit CheckpointReader(std::filesystem::path tag_dir);
+
+  const Manifest& manifest() const { return manifest_; }
+  const std::filesystem::path& dir() const { return dir_; }
+
+  // Rank `rank`'s file header, checked against the manifest on first use.
+  const SafetensorsHeader& header(int rank);
+  // Tensor `key` of rank `rank`'s file, whole, into `out` (exactly `nbytes`), after checking
+  // its dtype and size; its checksum is checked after reading.
+  void read_tensor(int rank, std::string_view key, Dtype dtype, void* out, int64_t nbytes);
+  // Every file present, of its size and whole-file checksum: the problems found (empty when
+  // the tag is intact). Reads every byte.
+  std::vector<std::string> verify_files();
+
+ private:
+  struct OpenFile {
+    ReadOnlyFile file;
+    SafetensorsHeader header;
+  };
+  OpenFile& open(int rank);
+
+  std::filesystem::path dir_;
+  Manifest manifest_;
+  std::map<int, std::unique_ptr<OpenFile>> files_;
+};
+
+}  // namespace zerotrain::checkpoint

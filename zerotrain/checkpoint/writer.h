@@ -1,0 +1,46 @@
+// Writing one safetensors file whole or not at all (file_io.h's AtomicFile), with each
+// tensor's checksum in its header, and checking beforehand that the disk has room for it.
+// No LibTorch: tensors are (dtype, shape, bytes).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "zerotrain/checkpoint/safetensors.h"
+
+namespace zerotrain::checkpoint {
+
+struct TensorSource {
+  std::string key;
+  Dtype dtype = Dtype::kF32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;   // shape's numel elements, contiguous
+};
+
+struct WrittenFile {
+  int64_t bytes = 0;
+  uint64_t checksum = 0;          // of the whole file
+  uint64_t header_checksum = 0;   // of its first 8 + N bytes
+};
+
+// The header a file of `tensors` gets (tensors reordered widest dtype first; per-tensor
+// checksums in __metadata__ when `tensor_checksums`). `tensors`' data must be readable.
+struct PreparedFile {
+  std::string header;
+  std::vector<TensorSource> tensors;   // in data order
+  int64_t bytes() const;
+};
+PreparedFile prepare_safetensors(std::vector<TensorSource> tensors, std::map<std::string, std::string> metadata,
+                                 bool tensor_checksums);
+
+// Writes `file` to `path` atomically. IoError on failure; nothing is left at `path` then.
+WrittenFile write_safetensors(const std::filesystem::path& path, const PreparedFile& file);
+
+// Throws IoError when `bytes` more cannot be written into `dir`: less free space on its file
+// system, or a file-size limit (ulimit -f) below `largest_file`. Says how much is missing.
+void check_room(const std::filesystem::path& dir, int64_t bytes, int64_t largest_file);
+
+}  // namespace zerotrain::checkpoint

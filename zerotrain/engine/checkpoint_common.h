@@ -1,0 +1,39 @@
+// What the engine's checkpoint save and load share (engine/checkpoint_save.cpp,
+// engine/checkpoint_load.cpp): agreeing over all ranks on whether a phase worked, tag
+// validation, and dtype names. Internal to engine/.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zerotrain/checkpoint/safetensors.h"
+#include "zerotrain/comm/communicator.h"
+#include "zerotrain/config/schema_misc.h"
+
+namespace zerotrain::engine::detail {
+
+// One rank's outcome of a phase of a save or load, and up to three numbers it reports.
+struct RankStatus {
+  std::string error;   // empty: it worked
+  std::array<int64_t, 3> values{};
+};
+
+// Every rank's status, on every rank (a collective). A rank that failed still calls it, so
+// no rank is left waiting on another.
+std::vector<RankStatus> exchange_status(comm::Communicator& comm, const RankStatus& mine);
+// Throws CheckpointError on every rank when any rank failed: "<what> failed on rank 1: ...".
+void throw_if_any_failed(const std::vector<RankStatus>& statuses, std::string_view what);
+
+// DeepSpeed's checkpoint.tag_validation: every rank must name the same tag (a collective
+// unless Ignore). Warn logs a mismatch; Fail throws UsageError on every rank.
+void validate_tag(comm::Communicator& comm, std::string_view tag, config::TagValidation mode);
+
+checkpoint::Dtype checkpoint_dtype(at::ScalarType type);   // UsageError for a dtype safetensors lacks
+at::ScalarType scalar_type(checkpoint::Dtype dtype);
+
+}  // namespace zerotrain::engine::detail
