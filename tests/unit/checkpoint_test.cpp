@@ -225,21 +225,48 @@ void expect_load_fails(const std::string& dir, const std::string& expected, cons
 
 fs::path tag_dir(const std::string& dir) { return fs::path(dir) / ("global_step" + std::to_string(kSaveAfter)); }
 
-void flip_byte(const fs::path& file, int64_t from_end) {
+// Flips a bit of the first tensor's data (a fragment of fp32 master weights: widest first).
+void flip_first_tensor_byte(const fs::path& file) {
   std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(-from_end, std::ios::end);
+  unsigned char len[8];
+  f.read(reinterpret_cast<char*>(len), 8);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+  const auto at = static_cast<std::streamoff>(8 + n + 2);
+  f.seekg(at);
   char c = 0;
   f.read(&c, 1);
-  f.seekp(-from_end, std::ios::end);
+  f.seekp(at);
   c = static_cast<char>(c ^ 0x10);
   f.write(&c, 1);
 }
 
-TEST(CheckpointFaults, BitFlipInAFragmentIsCaughtByItsChecksum) {
+// Fragments are read straight into the engine's buffers, so damage inside one is found after
+// the weights began to change: the engine then refuses to train until a load succeeds.
+TEST(CheckpointFaults, BitFlipInAFragmentIsCaughtAndTrainingRefused) {
   const std::string dir = saved_checkpoint("bitflip");
-  flip_byte(tag_dir(dir) / "rank_00001.safetensors", 3000);
-  expect_load_fails(dir, "does not match its checksum");
+  const std::string good = saved_checkpoint("bitflip_good");
+  flip_first_tensor_byte(tag_dir(dir) / "rank_00001.safetensors");
+  const auto errors = run_ranks(2, [&](int rank, comm::Communicator& comm) {
+    ShardedParityNet net = make_sharded_parity_net(false);
+    Engine engine = initialize(net.ptr(), setup_config({2, 1, "fp32"}), {.comm = comm});
+    try {
+      engine.load_checkpoint(dir);
+      ADD_FAILURE() << "the load did not fail";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("does not match its checksum"), std::string::npos) << e.what();
+    }
+    const int64_t micro = kBatch / 2;
+    const auto x = data().x[0].narrow(0, rank * micro, micro), y = data().y[0].narrow(0, rank * micro, micro);
+    EXPECT_THROW(engine.backward(torch::mse_loss(net->forward(x), y)), UsageError);
+    EXPECT_THROW(engine.save_checkpoint(dir), UsageError);
+    ASSERT_TRUE(engine.load_checkpoint(good).has_value());
+    engine.backward(torch::mse_loss(net->forward(x), y));
+    engine.step();
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
   fs::remove_all(dir);
+  fs::remove_all(good);
 }
 
 TEST(CheckpointFaults, TruncatedRankFile) {

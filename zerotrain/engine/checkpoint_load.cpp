@@ -1,7 +1,9 @@
 // Engine::load_checkpoint (docs/checkpoints.md): each rank works out what it holds at this
-// world size and stage (checkpoint/fragments.h), reads the fragments of the saved ranks' files
-// that overlap it into new tensors, and only when every rank has read its part without
-// error are the new values put in place. A damaged or mismatched checkpoint changes nothing.
+// world size and stage (checkpoint/fragments.h) and plans which fragments of the saved ranks'
+// files overlap it. A checkpoint that is incomplete, of another model or damaged in its
+// manifest or headers is refused by every rank before anything changes. The fragments are
+// then read straight into the engine's buffers (no second copy of the model states), each
+// checked against its checksum.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/module.h>
@@ -27,9 +29,19 @@ using engine::detail::EngineState;
 using engine::detail::GroupState;
 using engine::detail::RankStatus;
 
-// Everything a load will change, read and checked before anything changes.
-struct Staged {
-  std::vector<at::Tensor> weights;                        // per group: its new stepped weights
+// A load, planned and checked before anything changes: which tensor of which rank file
+// goes where, and the small state (buffers, counters, RNG) already read.
+struct Read {
+  int rank = 0;
+  std::string key;
+  at::Tensor dst;         // 1-D fp32: gets the fragment's elements [skip, skip + dst.numel())
+  int64_t skip = 0;
+  int64_t fragment_numel = 0;
+};
+
+struct Plan {
+  std::vector<Read> reads;
+  std::vector<at::Tensor> zero;                           // state pieces of parameters the checkpoint lacks
   std::vector<std::map<std::string, at::Tensor>> states;  // per group, when optimizer states load
   std::vector<int64_t> steps;                             // per group
   bool load_optimizer = false;
@@ -53,23 +65,35 @@ std::string first_names(const std::vector<std::string>& names) {
   return out;
 }
 
-// dst (1-D fp32, contiguous) gets elements [lo, lo + dst.numel()) of state `state` of `p`.
-void read_range(checkpoint::CheckpointReader& reader, const checkpoint::ParamRecord& p, const std::string& state,
-                int64_t lo, const at::Tensor& dst) {
+// Plans `dst` (1-D fp32) to get elements [lo, lo + dst.numel()) of state `state` of `p`,
+// checking that every fragment it needs is in its rank's file with the right size.
+void plan_range(checkpoint::CheckpointReader& reader, const checkpoint::ParamRecord& p, const std::string& state,
+                int64_t lo, const at::Tensor& dst, Plan& plan) {
   const int64_t hi = lo + dst.numel();
   for (const checkpoint::Fragment& f : p.fragments) {
     if (f.end <= lo || f.begin >= hi) continue;
-    const std::string key = checkpoint::fragment_key(state, p.name, f);
-    const int64_t nbytes = f.numel() * 4;
-    if (f.begin >= lo && f.end <= hi) {
-      reader.read_tensor(f.rank, key, checkpoint::Dtype::kF32, dst.narrow(0, f.begin - lo, f.numel()).data_ptr(), nbytes);
-    } else {
-      const at::Tensor whole = at::empty({f.numel()}, at::kFloat);
-      reader.read_tensor(f.rank, key, checkpoint::Dtype::kF32, whole.data_ptr(), nbytes);
-      const int64_t a = std::max(lo, f.begin), b = std::min(hi, f.end);
-      dst.narrow(0, a - lo, b - a).copy_(whole.narrow(0, a - f.begin, b - a));
-    }
+    Read r{f.rank, checkpoint::fragment_key(state, p.name, f), {}, 0, f.numel()};
+    const checkpoint::TensorEntry* e = reader.header(f.rank).find(r.key);
+    const std::string file = (reader.dir() / reader.manifest().files[static_cast<size_t>(f.rank)].name).string();
+    ZT_CHECK(e != nullptr, CheckpointError, file, ": has no tensor \"", r.key, "\" although the manifest names it");
+    ZT_CHECK(e->dtype == checkpoint::Dtype::kF32 && e->nbytes() == f.numel() * 4, CheckpointError, file, ": tensor \"",
+             r.key, "\" is not ", f.numel(), " fp32 elements");
+    const int64_t a = std::max(lo, f.begin), b = std::min(hi, f.end);
+    r.dst = dst.narrow(0, a - lo, b - a);
+    r.skip = a - f.begin;
+    plan.reads.push_back(std::move(r));
   }
+}
+
+void execute(checkpoint::CheckpointReader& reader, const Read& r) {
+  const int64_t nbytes = r.fragment_numel * 4;
+  if (r.skip == 0 && r.dst.numel() == r.fragment_numel && r.dst.is_cpu() && r.dst.is_contiguous()) {
+    reader.read_tensor(r.rank, r.key, checkpoint::Dtype::kF32, r.dst.data_ptr(), nbytes);
+    return;
+  }
+  const at::Tensor whole = at::empty({r.fragment_numel}, at::kFloat);
+  reader.read_tensor(r.rank, r.key, checkpoint::Dtype::kF32, whole.data_ptr(), nbytes);
+  r.dst.copy_(whole.narrow(0, r.skip, r.dst.numel()));
 }
 
 at::Tensor read_whole(checkpoint::CheckpointReader& reader, const checkpoint::WholeTensor& w, const std::string& key,
@@ -83,12 +107,12 @@ at::Tensor read_whole(checkpoint::CheckpointReader& reader, const checkpoint::Wh
   return t;
 }
 
-Staged read_my_part(EngineState& s, checkpoint::CheckpointReader& reader, const CheckpointLoadOptions& o) {
+Plan plan_load(EngineState& s, checkpoint::CheckpointReader& reader, const CheckpointLoadOptions& o) {
   const checkpoint::Manifest& m = reader.manifest();
   const std::string file = (reader.dir() / checkpoint::kManifestName).string();
   const int world = s.comm.world_size(), rank = s.comm.rank();
   const bool sharded = s.traits().shards_optimizer;
-  Staged st;
+  Plan st;
 
   // The model must be the one saved: names and shapes.
   std::vector<std::string> missing, unexpected;
@@ -126,28 +150,43 @@ Staged read_my_part(EngineState& s, checkpoint::CheckpointReader& reader, const 
   }
   const std::vector<std::string> states = st.load_optimizer ? m.optimizer_states : std::vector<std::string>{};
 
-  for (const GroupState& g : s.groups) {
-    const at::Tensor& current = const_cast<GroupState&>(g).stepped_weights();
-    st.weights.push_back(current.detach().to(at::kCPU).clone());
+  // Fragments go straight into the engine's buffers; an optimizer that has not stepped yet
+  // gets its state tensors here.
+  for (GroupState& g : s.groups) {
+    at::Tensor& weights = g.stepped_weights();
     std::map<std::string, at::Tensor> group_states;
-    for (const auto& name : states) group_states[name] = at::zeros_like(st.weights.back());
-    int64_t steps = 0;
+    for (const auto& name : states) {
+      const auto& have = s.optimizer->state(g.index);
+      auto it = have.find(name);
+      group_states[name] = it != have.end() && it->second.numel() == weights.numel()
+                               ? it->second
+                               : at::empty({weights.numel()}, weights.options().dtype(at::kFloat));
+    }
+    int64_t steps = -1;
     for (const auto& piece : checkpoint::held_pieces(g.layout, sharded, world, rank)) {
       const checkpoint::ParamRecord* p = m.find_param(g.param_names[piece.param]);
-      if (p == nullptr) continue;
-      steps = m.groups[static_cast<size_t>(p->group)].optimizer_steps;
-      read_range(reader, *p, "fp32", piece.in_param.offset,
-                 st.weights.back().narrow(0, piece.local_offset, piece.in_param.numel));
+      // A parameter the checkpoint lacks (load_module_strict false) keeps its weights; its
+      // optimizer states start at zero.
+      if (p == nullptr) {
+        for (auto& [name, t] : group_states) st.zero.push_back(t.narrow(0, piece.local_offset, piece.in_param.numel));
+        continue;
+      }
+      if (steps < 0) steps = m.groups[static_cast<size_t>(p->group)].optimizer_steps;
+      plan_range(reader, *p, "fp32", piece.in_param.offset, weights.narrow(0, piece.local_offset, piece.in_param.numel), st);
       for (auto& [name, t] : group_states) {
-        read_range(reader, *p, name, piece.in_param.offset, t.narrow(0, piece.local_offset, piece.in_param.numel));
+        plan_range(reader, *p, name, piece.in_param.offset, t.narrow(0, piece.local_offset, piece.in_param.numel), st);
       }
     }
-    if (g.params.empty() == false && steps == 0) {
-      const checkpoint::ParamRecord* p = m.find_param(g.param_names.front());
-      if (p != nullptr) steps = m.groups[static_cast<size_t>(p->group)].optimizer_steps;
+    if (steps < 0) {   // this rank holds none of the group: its step count is the group's anyway
+      for (const auto& name : g.param_names) {
+        if (const auto* p = m.find_param(name)) {
+          steps = m.groups[static_cast<size_t>(p->group)].optimizer_steps;
+          break;
+        }
+      }
     }
     st.states.push_back(std::move(group_states));
-    st.steps.push_back(steps);
+    st.steps.push_back(std::max<int64_t>(steps, 0));
   }
 
   // Buffers and frozen parameters, whole from rank 0's file.
@@ -201,12 +240,10 @@ Staged read_my_part(EngineState& s, checkpoint::CheckpointReader& reader, const 
   return st;
 }
 
-void commit(EngineState& s, Staged& st, const checkpoint::Manifest& m, const CheckpointLoadOptions& o) {
+void commit(EngineState& s, Plan& st, const checkpoint::Manifest& m, const CheckpointLoadOptions& o) {
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < s.groups.size(); ++i) {
-    GroupState& g = s.groups[i];
-    g.stepped_weights().copy_(st.weights[i]);
-    if (st.load_optimizer) s.optimizer->restore(g.index, st.steps[i], std::move(st.states[i]));
+    if (st.load_optimizer) s.optimizer->restore(s.groups[i].index, st.steps[i], std::move(st.states[i]));
   }
   s.stage->publish_weights(s.groups);
   for (auto& [target, value] : st.wholes) target.copy_(value);
@@ -252,19 +289,38 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
   engine::detail::validate_tag(s.comm, tag, s.config.checkpoint.tag_validation);
   const fs::path tag_dir = fs::path(load_dir) / tag;
 
+  const std::string what = "loading checkpoint " + tag_dir.string();
+  // Everything is checked before anything changes: the manifest, the model, every rank file's
+  // header and every tensor a rank will read.
   std::optional<checkpoint::CheckpointReader> reader;
-  Staged staged;
-  RankStatus read;
+  Plan plan;
+  RankStatus planned;
   try {
     reader.emplace(tag_dir);
-    staged = read_my_part(s, *reader, options);
+    plan = plan_load(s, *reader, options);
+  } catch (const std::exception& e) {
+    planned.error = e.what();
+  }
+  engine::detail::throw_if_any_failed(engine::detail::exchange_status(s.comm, planned), what);
+  // Then the fragments, each checked against its checksum. One damaged on disk, found now, has
+  // left the weights partly overwritten: the engine refuses to train until a load succeeds.
+  RankStatus read;
+  try {
+    at::NoGradGuard no_grad;
+    for (const Read& r : plan.reads) execute(*reader, r);
+    for (const at::Tensor& t : plan.zero) t.zero_();
   } catch (const std::exception& e) {
     read.error = e.what();
   }
-  engine::detail::throw_if_any_failed(engine::detail::exchange_status(s.comm, read),
-                                      "loading checkpoint " + tag_dir.string());
+  try {
+    engine::detail::throw_if_any_failed(engine::detail::exchange_status(s.comm, read), what);
+  } catch (const CheckpointError& e) {
+    s.damaged_by_load = e.what();
+    throw;
+  }
+  s.damaged_by_load.clear();
   const checkpoint::Manifest& m = reader->manifest();
-  commit(s, staged, m, options);
+  commit(s, plan, m, options);
   if (s.comm.rank() == 0) {
     ZT_LOG_INFO("loaded checkpoint ", tag_dir.string(), " (saved by ", m.world_size, " rank(s) at ZeRO stage ",
                 m.zero_stage, " in ", m.model_dtype, "; now ", s.comm.world_size(), " rank(s), stage ", s.traits().number,

@@ -200,6 +200,7 @@ void Engine::save_checkpoint(const std::string& save_dir, const std::string& tag
                              bool save_latest) {
   EngineState& s = *state_;
   const auto started = std::chrono::steady_clock::now();
+  s.check_not_damaged();
   ZT_CHECK(s.micro_steps % s.accumulation_steps == 0, UsageError, "save_checkpoint at micro-step ", s.micro_steps,
            ", inside a gradient accumulation of ", s.accumulation_steps,
            " micro-steps: the gradients accumulated since the last step would be lost. Save after the step() that "

@@ -104,6 +104,11 @@ GroupState make_group(const ParamGroup& spec, const std::unordered_map<const voi
 
 }  // namespace
 
+void EngineState::check_not_damaged() const {
+  ZT_CHECK(damaged_by_load.empty(), UsageError, "the engine's weights were partly overwritten by a load that failed (",
+           damaged_by_load, "); load a checkpoint successfully before training or saving");
+}
+
 void EngineState::apply_schedule() {
   EngineState& s = *this;
   if (!s.schedule) return;
@@ -262,6 +267,7 @@ Engine::~Engine() = default;
 
 void Engine::backward(const at::Tensor& loss) {
   ZT_CHECK(loss.defined() && loss.numel() == 1, UsageError, "engine.backward: the loss must be a scalar tensor");
+  state_->check_not_damaged();
   state_->begin_backward();
   at::Tensor scaled = loss;
   // DeepSpeed's loss_scaler.backward: (loss.float() * scale).backward().
@@ -273,6 +279,7 @@ void Engine::backward(const at::Tensor& loss) {
 
 void Engine::step() {
   EngineState& s = *state_;
+  s.check_not_damaged();
   if (!s.at_boundary()) {
     ++s.micro_steps;
     return;

@@ -65,6 +65,11 @@ struct EngineState {
   stages::StagingMeter meter;
   std::unique_ptr<stages::BucketReducer> reducer;
 
+  // Set when a load failed after it had begun to overwrite the weights (a fragment damaged
+  // on disk): training refuses to go on until a load succeeds.
+  std::string damaged_by_load;
+  void check_not_damaged() const;
+
   bool at_boundary() const { return (micro_steps + 1) % accumulation_steps == 0; }
   double loss_scale() const { return scaler ? scaler->scale() : 1.0; }
   const stages::StageTraits& traits() const { return stage->traits(); }
