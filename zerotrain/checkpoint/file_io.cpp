@@ -20,7 +20,9 @@ std::function<void(const std::filesystem::path&, int64_t)>& observer() {
   return o;
 }
 
-std::string cause(int err) {
+}  // namespace
+
+std::string write_error_cause(int err) {
   switch (err) {
     case ENOSPC: return "the disk is full (ENOSPC)";
     case EDQUOT: return "the disk quota is exhausted (EDQUOT)";
@@ -31,6 +33,10 @@ std::string cause(int err) {
     default: return std::strerror(err);
   }
 }
+
+namespace {
+
+std::string cause(int err) { return write_error_cause(err); }
 
 }  // namespace
 
@@ -68,8 +74,9 @@ void set_write_observer(std::function<void(const std::filesystem::path&, int64_t
 
 AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)), tmp_(path_.string() + ".tmp") {
   // A file above the file-size limit would otherwise kill the process with SIGXFSZ; ignored,
-  // the write fails with EFBIG and the save reports it.
-  std::signal(SIGXFSZ, SIG_IGN);
+  // the write fails with EFBIG and the save reports it. A handler the program set is kept.
+  struct sigaction current {};
+  if (::sigaction(SIGXFSZ, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) std::signal(SIGXFSZ, SIG_IGN);
   ::unlink(tmp_.c_str());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   ZT_CHECK(fd_ >= 0, IoError, "cannot create ", tmp_.string(), ": ", cause(errno));
@@ -84,18 +91,23 @@ AtomicFile::~AtomicFile() {
 
 void AtomicFile::write(const void* data, int64_t nbytes) {
   ZT_INTERNAL_ASSERT(fd_ >= 0, "write after commit");
+  // In pieces of a few MiB, each hashed right after it is written, while it is in cache.
+  constexpr int64_t kPiece = int64_t{4} << 20;
   const char* p = static_cast<const char*>(data);
-  int64_t left = nbytes;
-  while (left > 0) {
-    const ssize_t n = ::write(fd_, p, static_cast<size_t>(std::min<int64_t>(left, int64_t{1} << 30)));
-    if (n < 0 && errno == EINTR) continue;
-    ZT_CHECK(n > 0, IoError, "cannot write ", tmp_.string(), " (", bytes_, " bytes written): ",
-             n < 0 ? cause(errno) : std::string("no progress"));
-    p += n;
-    left -= n;
-    bytes_ += n;
+  for (int64_t left = nbytes; left > 0;) {
+    const int64_t piece = std::min(left, kPiece);
+    for (int64_t done = 0; done < piece;) {
+      const ssize_t n = ::write(fd_, p + done, static_cast<size_t>(piece - done));
+      if (n < 0 && errno == EINTR) continue;
+      ZT_CHECK(n > 0, IoError, "cannot write ", tmp_.string(), " (", bytes_ + done, " bytes written): ",
+               n < 0 ? cause(errno) : std::string("no progress"));
+      done += n;
+    }
+    sum_.update(p, piece);
+    p += piece;
+    left -= piece;
+    bytes_ += piece;
   }
-  sum_.update(data, nbytes);
   if (observer()) observer()(path_, bytes_);
 }
 

@@ -52,6 +52,10 @@ class AtomicFile {
   Checksum sum_;
 };
 
+// What errno `err` means for a file being written, with the fix where there is one ("the disk
+// is full (ENOSPC)", "the file system is read-only (EROFS)").
+std::string write_error_cause(int err);
+
 // Makes a rename or creation in `dir` durable.
 void fsync_directory(const std::filesystem::path& dir);
 

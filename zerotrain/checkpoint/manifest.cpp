@@ -4,6 +4,7 @@
 #include <set>
 
 #include "zerotrain/checkpoint/file_io.h"
+#include "zerotrain/checkpoint/safetensors.h"
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::checkpoint {
@@ -106,6 +107,7 @@ std::vector<WholeTensor> read_wholes(const Fields& top, const char* key, std::st
   for (const Json& j : top.array(key)) {
     Fields f(j, std::string(key) + " entry", file);
     WholeTensor t{f.string("name"), read_shape(f, file, key), f.string("dtype")};
+    if (!dtype_from_tag(t.dtype)) f.fail("\"" + t.name + "\" has an unknown dtype \"" + t.dtype + "\"");
     if (!names.insert(t.name).second) f.fail("\"" + t.name + "\" appears twice");
     out.push_back(std::move(t));
   }

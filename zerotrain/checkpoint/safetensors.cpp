@@ -113,10 +113,8 @@ int64_t TensorEntry::numel() const {
 }
 
 const TensorEntry* SafetensorsHeader::find(std::string_view name) const {
-  for (const auto& t : tensors) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
+  const auto it = index.find(name);
+  return it == index.end() ? nullptr : &tensors[it->second];
 }
 
 SafetensorsHeader parse_safetensors_header(std::string_view header_json, int64_t file_size, std::string_view file) {
@@ -172,6 +170,7 @@ SafetensorsHeader parse_safetensors_header(std::string_view header_json, int64_t
     bad(file, "its data section is " + std::to_string(data_bytes) + " bytes but its tensors cover " +
                   std::to_string(covered));
   }
+  for (size_t i = 0; i < h.tensors.size(); ++i) h.index.emplace(h.tensors[i].name, i);
   return h;
 }
 
@@ -180,6 +179,9 @@ std::string encode_safetensors_header(std::vector<TensorEntry>& tensors, const s
   if (!metadata.empty()) json["__metadata__"] = metadata;
   int64_t offset = 0;
   for (auto& t : tensors) {
+    // A repeated name would replace the earlier entry and leave its bytes uncovered.
+    ZT_INTERNAL_ASSERT(t.name != "__metadata__" && !json.contains(t.name), "safetensors: tensor name \"", t.name,
+                       "\" is reserved or repeated");
     t.begin = offset;
     t.end = offset + t.numel() * dtype_size(t.dtype);
     offset = t.end;

@@ -37,6 +37,7 @@ struct SafetensorsHeader {
   std::vector<TensorEntry> tensors;            // in data order
   std::map<std::string, std::string> metadata;  // "__metadata__"
   int64_t data_offset = 0;                      // 8 + N: where the data section starts in the file
+  std::map<std::string, size_t, std::less<>> index;   // name -> position in `tensors`
   const TensorEntry* find(std::string_view name) const;
 };
 

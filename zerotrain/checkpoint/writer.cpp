@@ -16,8 +16,15 @@ namespace zerotrain::checkpoint {
 namespace {
 
 std::string format_bytes(int64_t bytes) {
+  static constexpr const char* kUnits[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
   char text[32];
-  std::snprintf(text, sizeof text, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.2f %s", value, kUnits[unit]);
   return text;
 }
 
@@ -65,21 +72,21 @@ WrittenFile write_safetensors(const std::filesystem::path& path, const PreparedF
   return w;
 }
 
-void check_room(const std::filesystem::path& dir, int64_t bytes, int64_t largest_file) {
+void check_room(const std::filesystem::path& dir, int64_t bytes, int64_t largest_file, const RoomFor& room) {
+  const std::string after = room.untouched.empty() ? std::string() : "; " + std::string(room.untouched);
   struct statvfs fs {};
   ZT_CHECK(::statvfs(dir.c_str(), &fs) == 0, IoError, "cannot inspect the file system of ", dir.string(), ": ",
            std::strerror(errno));
   const auto free_bytes = static_cast<int64_t>(std::min<unsigned long long>(
       static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize, static_cast<unsigned long long>(INT64_MAX)));
-  ZT_CHECK(free_bytes >= bytes, IoError, "not enough disk space for the checkpoint in ", dir.string(), ": it needs ",
-           format_bytes(bytes), ", ", format_bytes(free_bytes),
-           " are free. Free space or save elsewhere; the previous checkpoint is untouched");
+  ZT_CHECK(free_bytes >= bytes, IoError, "not enough disk space for ", room.what, " in ", dir.string(), ": it needs ",
+           format_bytes(bytes), ", ", format_bytes(free_bytes), " are free. Free space or write elsewhere", after);
   struct rlimit lim {};
   if (::getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
     ZT_CHECK(static_cast<unsigned long long>(largest_file) <= lim.rlim_cur, IoError,
              "the file-size limit (ulimit -f) is ", format_bytes(static_cast<int64_t>(lim.rlim_cur)),
-             " but a checkpoint file here is ", format_bytes(largest_file),
-             "; raise the limit (ulimit -f unlimited). The previous checkpoint is untouched");
+             " but a file of ", room.what, " is ", format_bytes(largest_file),
+             "; raise the limit (ulimit -f unlimited)", after);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "zerotrain/checkpoint/safetensors.h"
@@ -40,7 +41,13 @@ PreparedFile prepare_safetensors(std::vector<TensorSource> tensors, std::map<std
 WrittenFile write_safetensors(const std::filesystem::path& path, const PreparedFile& file);
 
 // Throws IoError when `bytes` more cannot be written into `dir`: less free space on its file
-// system, or a file-size limit (ulimit -f) below `largest_file`. Says how much is missing.
-void check_room(const std::filesystem::path& dir, int64_t bytes, int64_t largest_file);
+// system, or a file-size limit (ulimit -f) below `largest_file`. Says how much is missing;
+// `what` names what is being written ("the checkpoint", "the consolidated model"), and
+// `untouched` what the failure leaves as it was ("" for nothing).
+struct RoomFor {
+  std::string_view what = "the checkpoint";
+  std::string_view untouched = "the previous checkpoint is untouched";
+};
+void check_room(const std::filesystem::path& dir, int64_t bytes, int64_t largest_file, const RoomFor& room = {});
 
 }  // namespace zerotrain::checkpoint

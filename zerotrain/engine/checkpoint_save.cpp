@@ -216,17 +216,25 @@ void Engine::save_checkpoint(const std::string& save_dir, const std::string& tag
   RankStatus made;
   if (leader) {
     made.error = capture([&] {
-      fs::create_directories(dir);
-      fs::remove_all(staging);
-      fs::create_directory(staging);
+      try {
+        fs::create_directories(dir);
+        fs::remove_all(staging);
+        fs::create_directory(staging);
+      } catch (const fs::filesystem_error& e) {
+        throw IoError("cannot create the staging directory " + staging.string() + ": " +
+                      checkpoint::write_error_cause(e.code().value()) + "; the previous checkpoint is untouched");
+      }
     });
   }
   engine::detail::throw_if_any_failed(engine::detail::exchange_status(s.comm, made), what);
-  auto abandon = [&] {
-    if (leader) {
+  // After each later phase: if any rank failed, the staging directory goes and every rank throws.
+  auto settle = [&](const std::vector<RankStatus>& statuses) {
+    const bool failed = std::any_of(statuses.begin(), statuses.end(), [](const RankStatus& r) { return !r.error.empty(); });
+    if (failed && leader) {
       std::error_code ec;
       fs::remove_all(staging, ec);
     }
+    engine::detail::throw_if_any_failed(statuses, what);
   };
 
   std::vector<std::string> state_names;
@@ -245,21 +253,32 @@ void Engine::save_checkpoint(const std::string& save_dir, const std::string& tag
     sized.values[0] = file.bytes();
   });
   const auto sizes = engine::detail::exchange_status(s.comm, sized);
+  settle(sizes);
+  // Every rank checks for room before any rank writes (a rank checking later would see the
+  // others' bytes already used). The leader also counts the manifest and `latest`: the
+  // manifest's size is known now, its checksums being fixed-width hex.
   int64_t total = 0;
   for (const auto& r : sizes) total += r.values[0];
-  if (std::any_of(sizes.begin(), sizes.end(), [](const RankStatus& r) { return !r.error.empty(); })) abandon();
-  engine::detail::throw_if_any_failed(sizes, what);
+  RankStatus room;
+  room.error = capture([&] {
+    const int64_t own = leader ? static_cast<int64_t>(
+                                     checkpoint::manifest_to_json(describe(s, tag, client_state, state_names, sizes))
+                                         .dump(1)
+                                         .size() +
+                                     tag.size())
+                               : 0;
+    checkpoint::check_room(staging, total + own, file.bytes());
+  });
+  settle(engine::detail::exchange_status(s.comm, room));
 
   RankStatus wrote;
   wrote.error = capture([&] {
-    checkpoint::check_room(staging, total, file.bytes());
     const checkpoint::WrittenFile w = write_safetensors(staging / checkpoint::rank_file_name(s.comm.rank()), file);
     wrote.values = {w.bytes, static_cast<int64_t>(w.checksum), static_cast<int64_t>(w.header_checksum)};
   });
   keep.clear();
   const auto files = engine::detail::exchange_status(s.comm, wrote);
-  if (std::any_of(files.begin(), files.end(), [](const RankStatus& r) { return !r.error.empty(); })) abandon();
-  engine::detail::throw_if_any_failed(files, what);
+  settle(files);
 
   RankStatus published;
   if (leader) {
@@ -275,9 +294,8 @@ void Engine::save_checkpoint(const std::string& save_dir, const std::string& tag
         latest.commit();
       }
     });
-    if (!published.error.empty()) abandon();
   }
-  engine::detail::throw_if_any_failed(engine::detail::exchange_status(s.comm, published), what);
+  settle(engine::detail::exchange_status(s.comm, published));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (s.comm.rank() == 0) {
     ZT_LOG_INFO("saved checkpoint ", final_dir.string(), ": ", s.comm.world_size(), " rank file(s), ",
@@ -311,7 +329,7 @@ bool Engine::save_16bit_model(const std::string& save_dir, const std::string& fi
       }
       const auto file = checkpoint::prepare_safetensors(std::move(tensors), {{"format", "pt"}}, false);
       fs::create_directories(save_dir);
-      checkpoint::check_room(save_dir, file.bytes(), file.bytes());
+      checkpoint::check_room(save_dir, file.bytes(), file.bytes(), {"the 16-bit model", ""});
       checkpoint::write_safetensors(fs::path(save_dir) / filename, file);
     });
   }
