@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Fuzzes the config reader (fuzz/config_reader_fuzz.cpp) with libFuzzer under ASan and UBSan
-# (docs/fuzzing.md). Builds the fuzz project with clang, then runs the target over a
-# temporary copy of the seed corpus, so the repository is never written to.
+# Fuzzes one of zerotrain's readers with libFuzzer under ASan and UBSan (docs/fuzzing.md):
+# the config reader (fuzz/config_reader_fuzz.cpp) or the checkpoint reader
+# (fuzz/checkpoint_reader_fuzz.cpp). Builds the fuzz project with clang, then runs the
+# target over a temporary copy of its seed corpus, so the repository is never written to.
 #
-#   scripts/fuzz.sh [--runs N | --time SECONDS] [--corpus DIR]... [-- LIBFUZZER_FLAGS...]
+#   scripts/fuzz.sh [--target NAME] [--runs N | --time SECONDS] [--corpus DIR]... [-- LIBFUZZER_FLAGS...]
 #
+#   --target NAME   config_reader (the default) or checkpoint_reader
 #   --runs N        stop after N inputs (bounded: what ctest -L fuzz runs)
 #   --time SECONDS  stop after SECONDS (default: --time 60)
-#   --corpus DIR    more seed inputs (repeatable); the DeepSpeed conformance configs are
-#                   added when present ($ZEROTRAIN_CONFORMANCE_DIR, default
-#                   ../shared/conformance/ds_configs)
+#   --corpus DIR    more seed inputs (repeatable); for config_reader the DeepSpeed
+#                   conformance configs are added when present ($ZEROTRAIN_CONFORMANCE_DIR,
+#                   default ../shared/conformance/ds_configs)
 #   -- FLAGS        passed to libFuzzer after ours, so they win (e.g. -max_len=4096, -fork=2)
 #
 #   ZEROTRAIN_FUZZ_BUILD      build directory (default: build-fuzz)
@@ -17,8 +19,8 @@
 #                             may name the main build's compiler)
 #   ZEROTRAIN_FUZZ_ARTIFACTS  where findings are written (default: $ZEROTRAIN_FUZZ_BUILD/artifacts)
 #
-# Exit status: 0 when nothing was found, 1 on a finding (its file is printed), 77 when
-# clang or libFuzzer is missing (ctest counts that as skipped).
+# Exit status: 0 when nothing was found, 1 on a finding (its file is printed), 2 for a bad
+# argument, 77 when clang or libFuzzer is missing (ctest counts that as skipped).
 set -euo pipefail
 CALLER_DIR=$PWD   # --corpus paths are the caller's
 cd "$(dirname "$0")/.."
@@ -27,19 +29,30 @@ ROOT=$PWD
 say() { printf '[fuzz] %s\n' "$*"; }
 
 limit=(-max_total_time=60)
-seed_dirs=("$ROOT/fuzz/corpus/config")
+target_name=config_reader
+more_seeds=()
 extra_flags=()
 while (($#)); do
   case "$1" in
+    --target) target_name=$2; shift 2 ;;
     --runs) limit=(-runs="$2"); shift 2 ;;
     --time) limit=(-max_total_time="$2"); shift 2 ;;
-    --corpus) seed_dirs+=("$(cd "$CALLER_DIR" && realpath -e "$2")"); shift 2 ;;
+    --corpus) more_seeds+=("$(cd "$CALLER_DIR" && realpath -e "$2")"); shift 2 ;;
     --) shift; extra_flags=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "fuzz.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-conformance=${ZEROTRAIN_CONFORMANCE_DIR:-$ROOT/../shared/conformance/ds_configs}
+# Each target's seeds and dictionary.
+case "$target_name" in
+  config_reader)
+    seed_dirs=("$ROOT/fuzz/corpus/config") dict=$ROOT/fuzz/config.dict
+    conformance=${ZEROTRAIN_CONFORMANCE_DIR:-$ROOT/../shared/conformance/ds_configs} ;;
+  checkpoint_reader)
+    seed_dirs=("$ROOT/fuzz/corpus/checkpoint") dict=$ROOT/fuzz/checkpoint.dict conformance="" ;;
+  *) echo "fuzz.sh: unknown --target '$target_name': give config_reader or checkpoint_reader" >&2; exit 2 ;;
+esac
+seed_dirs+=(${more_seeds[@]+"${more_seeds[@]}"})
 
 BUILD_DIR=$(realpath -m "${ZEROTRAIN_FUZZ_BUILD:-build-fuzz}")
 ARTIFACTS=$(realpath -m "${ZEROTRAIN_FUZZ_ARTIFACTS:-$BUILD_DIR/artifacts}")
@@ -59,11 +72,11 @@ fi
 # --- build ----------------------------------------------------------------------------------
 generator=()
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
-say "building the fuzz target in $BUILD_DIR"
+say "building ${target_name}_fuzz in $BUILD_DIR"
 CXX=$CXX cmake -S fuzz -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_CXX_COMPILER="$CXX" >"$work/configure.log" \
   || { cat "$work/configure.log"; exit 1; }
-cmake --build "$BUILD_DIR" -j "$(nproc)"
-target=$BUILD_DIR/config_reader_fuzz
+cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${target_name}_fuzz"
+target=$BUILD_DIR/${target_name}_fuzz
 
 # --- run ------------------------------------------------------------------------------------
 corpus=$work/corpus
@@ -71,7 +84,7 @@ mkdir -p "$corpus" "$ARTIFACTS"
 for dir in "${seed_dirs[@]}"; do
   find "$dir" -maxdepth 1 -type f -exec cp -t "$corpus" {} +
 done
-if [ -d "$conformance" ]; then   # its configs only, not SOURCES.md
+if [ -n "$conformance" ] && [ -d "$conformance" ]; then   # its configs only, not SOURCES.md
   seed_dirs+=("$(realpath "$conformance")")
   find "$conformance" -maxdepth 1 -type f -name '*.json' -exec cp -t "$corpus" {} +
 fi
@@ -79,7 +92,7 @@ say "seeds: $(find "$corpus" -type f | wc -l) files from ${seed_dirs[*]}"
 touch "$work/started"
 # libFuzzer's own exit codes default to 77 for a finding; ours must not read as "skipped".
 set +e
-"$target" -dict="$ROOT/fuzz/config.dict" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+"$target" -dict="$dict" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
   -error_exitcode=1 -timeout_exitcode=1 -artifact_prefix="$ARTIFACTS/" -print_final_stats=1 \
   "${limit[@]}" "${extra_flags[@]}" "$corpus"
 status=$?

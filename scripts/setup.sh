@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 
 TORCH_VERSION=2.15.0   # pinned: LibTorch (C++) and the Python peers come from this wheel
 NUMPY_VERSION=2.4.6
+SAFETENSORS_VERSION=0.8.0   # reads `zerotrain zero-to-fp32`'s output in tests/cli/checkpoint_tools_test.sh
 ZEROTRAIN_HOME=${ZEROTRAIN_HOME:-$HOME/.cache/zerotrain}
 BUILD_DIR=${ZEROTRAIN_BUILD:-build}
 BUILD_TYPE=${ZEROTRAIN_BUILD_TYPE:-RelWithDebInfo}
@@ -33,6 +34,7 @@ APT_PACKAGES=(
   iproute2             # network namespaces for the two-host test
   clang libclang-rt-14-dev   # fuzzing the config and checkpoint readers (scripts/fuzz.sh)
   libxxhash-dev        # checkpoint checksums (XXH3-64)
+  time                 # /usr/bin/time: the peak memory of zerotrain zero-to-fp32 (tests/cli/checkpoint_rss_test.sh)
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -55,6 +57,11 @@ if [ ! -f "$STAMP" ]; then
   "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" "numpy==$NUMPY_VERSION"
   "$VENV/bin/python" -c "import torch; assert torch.__version__.startswith('$TORCH_VERSION'), torch.__version__"
   touch "$STAMP"
+fi
+# Packages added after the torch stamp was made: checked on every run, installed when missing.
+if ! "$VENV/bin/python" -c "import safetensors, sys; sys.exit(safetensors.__version__ != '$SAFETENSORS_VERSION')" 2>/dev/null; then
+  say "installing safetensors==$SAFETENSORS_VERSION into $VENV"
+  "$VENV/bin/pip" install -q "safetensors==$SAFETENSORS_VERSION"
 fi
 TORCH_DIR=$("$VENV/bin/python" - <<'PY'
 import importlib.util, os

@@ -52,7 +52,7 @@ const std::vector<Feature> kFeatures = {
     {"ZeRO stage 3 (Sharded units, prefetch, reuse, ZeroInit)", "yes"},
     {"fp16 / bf16 mixed precision (DeepSpeed's loss scaler)", "yes"},
     {"CPU / NVMe offload", "not yet"},
-    {"sharded checkpoints", "not yet"},
+    {"checkpoints (resharding load, zero-to-fp32, inspect)", "yes"},
     {"launcher (zerotrain launch)", "yes"},
     {"memory estimator (zerotrain estimate, advise)", "yes"},
     {"zerotrain train (built-in mlp, gpt; synthetic data)", "yes"},

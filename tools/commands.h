@@ -28,6 +28,8 @@ Command add_launch_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
 Command add_estimate_command(CLI::App& app);
 Command add_advise_command(CLI::App& app);
+Command add_zero_to_fp32_command(CLI::App& app);
+Command add_checkpoint_command(CLI::App& app);
 
 // One line: "zerotrain 0.1.0 (LibTorch 2.15.0, GNU 12.2.0, RelWithDebInfo)".
 std::string version_line();
