@@ -2,14 +2,17 @@
 // stage, dtype and world size (ranks as threads); resharding between world sizes, stages and
 // dtypes; and damaged, mismatched or unwritable checkpoints, which must change nothing.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 
 #include "tests/support/stage3_models.h"
+#include "zerotrain/checkpoint/file_io.h"
 #include "tests/support/thread_ranks.h"
 #include "zerotrain/checkpoint/reader.h"
 #include "zerotrain/core/error.h"
@@ -385,6 +388,48 @@ TEST(CheckpointSave, FileSizeLimitFailsBeforeLatestMoves) {
   EXPECT_FALSE(fs::exists(fs::path(dir) / "too_big"));
   EXPECT_FALSE(fs::exists(fs::path(dir) / ".too_big.partial"));
   expect_no_errors(run({2, 2, "fp32"}, {.first = kSaveAfter, .load_dir = dir}));
+  fs::remove_all(dir);
+}
+
+// The disk fills up while the ranks write (another process takes the space after the check
+// for room): rank 1's write fails with ENOSPC, the save fails on every rank, and the previous
+// checkpoint stays the one `latest` names. Needs a small tmpfs, so root.
+TEST(CheckpointSave, DiskFillingUpDuringTheWriteAbortsTheSaveEverywhere) {
+  if (::getuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  const fs::path dir = fresh_dir("enospc");
+  fs::create_directories(dir);
+  if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=4m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  }
+  expect_no_errors(run({2, 2, "fp32"}, {.last = kSaveAfter, .save_dir = dir.string(), .save_after = kSaveAfter}));
+  bool filled = false;
+  checkpoint::set_write_observer([&](const fs::path& path, int64_t) {
+    if (filled || path.filename() != "rank_00001.safetensors") return;
+    filled = true;
+    std::ofstream filler(dir / "filler", std::ios::binary);
+    const std::string block(1 << 16, '\0');
+    while (filler.write(block.data(), static_cast<std::streamsize>(block.size()))) {
+    }
+  });
+  const auto errors = run_ranks(2, [&](int, comm::Communicator& comm) {
+    ShardedParityNet net = make_sharded_parity_net(false);
+    Engine engine = initialize(net.ptr(), setup_config({2, 2, "fp32"}), {.comm = comm});
+    try {
+      engine.save_checkpoint(dir.string(), "second");
+      ADD_FAILURE() << "the save did not fail";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("the disk is full (ENOSPC)"), std::string::npos) << e.what();
+    }
+  });
+  checkpoint::set_write_observer(nullptr);
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  EXPECT_TRUE(filled);
+  EXPECT_EQ(*checkpoint::read_latest_tag(dir), "global_step" + std::to_string(kSaveAfter));
+  EXPECT_FALSE(fs::exists(dir / "second"));
+  EXPECT_FALSE(fs::exists(dir / ".second.partial"));
+  fs::remove(dir / "filler");
+  expect_no_errors(run({2, 2, "fp32"}, {.first = kSaveAfter, .load_dir = dir.string()}));
+  ::umount(dir.c_str());
   fs::remove_all(dir);
 }
 

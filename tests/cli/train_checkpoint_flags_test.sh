@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# `zerotrain train`'s checkpoint flags (--output_dir, --save_steps, --save_total_limit,
+# --resume_from_checkpoint) at world 1: what is refused, with which exit code and message,
+# and when saves happen (every --save_steps steps and at the last step, as HF's Trainer).
+# Usage: train_checkpoint_flags_test.sh ZEROTRAIN_BINARY REPO_ROOT
+set -uo pipefail
+zt=$1
+root=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+
+# expect NAME WANT_RC NEEDLE... -- CMD...: runs CMD, checks the exit code and that the
+# combined output contains every NEEDLE.
+expect() {
+  local name=$1 want=$2
+  shift 2
+  local needles=()
+  while [ "$1" != "--" ]; do needles+=("$1"); shift; done
+  shift
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  local ok=1
+  [ "$rc" -eq "$want" ] || { echo "FAIL $name: exit $rc, want $want"; ok=0; }
+  for n in "${needles[@]}"; do
+    grep -qF -- "$n" <<<"$out" || { echo "FAIL $name: output lacks: $n"; ok=0; }
+  done
+  if [ $ok -eq 1 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "$out" | head -40; fi
+}
+check() {  # check NAME CONDITION...: a condition on files, counted like expect
+  local name=$1
+  shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $name: $*"; ls -R "$tmp" | head -40; fi
+}
+
+train=("$zt" train --model mlp --deepspeed "$root/examples/ds_config_train_zero2.json" --logging_steps 1)
+
+expect help 0 "--output_dir" "--save_steps" "--save_total_limit" "--resume_from_checkpoint" -- "$zt" train --help
+expect save_steps_negative 2 "--save_steps: must be at least 0 (0 saves no checkpoint), got -1" -- \
+  "${train[@]}" --max_steps 1 --output_dir "$tmp/neg" --save_steps -1
+expect save_total_limit_negative 2 "--save_total_limit: must be at least 0 (0 keeps every checkpoint), got -2" -- \
+  "${train[@]}" --max_steps 1 --output_dir "$tmp/neg" --save_total_limit -2
+expect save_steps_not_a_number 2 "--save_steps" -- "${train[@]}" --max_steps 1 --output_dir "$tmp/neg" --save_steps 0.5
+expect save_steps_without_output_dir 2 "--save_steps 4 saves checkpoints into --output_dir: give --output_dir DIR" -- \
+  "${train[@]}" --max_steps 1 --save_steps 4
+check nothing_created test ! -e "$tmp/neg"
+expect output_dir_unwritable 7 "--output_dir $tmp/file/sub: cannot create it" -- \
+  sh -c "touch '$tmp/file' && exec \"\$@\"" sh "${train[@]}" --max_steps 1 --output_dir "$tmp/file/sub"
+
+# Saves at every multiple of --save_steps and at the last step; none without --output_dir.
+expect saves 0 "step 5  loss" -- "${train[@]}" --max_steps 5 --output_dir "$tmp/run" --save_steps 2
+check saves_at_2_4_and_last test "$(cd "$tmp/run" && echo checkpoint-*)" = "checkpoint-2 checkpoint-4 checkpoint-5"
+check layout test "$(cat "$tmp/run/checkpoint-5/latest")" = global_step5 -a -f "$tmp/run/checkpoint-5/global_step5/manifest.json"
+expect no_save_steps_saves_at_end 0 "step 3  loss" -- "${train[@]}" --max_steps 3 --output_dir "$tmp/end_only"
+check default_save_steps_is_hf_500 test "$(cd "$tmp/end_only" && echo checkpoint-*)" = checkpoint-3
+expect save_steps_0 0 "step 2  loss" -- "${train[@]}" --max_steps 2 --output_dir "$tmp/none" --save_steps 0
+check save_steps_0_saves_nothing test ! -e "$tmp/none"
+
+# --resume_from_checkpoint: what is not a checkpoint folder, and why.
+expect resume_true_without_output_dir 2 "--resume_from_checkpoint true resumes from the newest checkpoint-<step> folder of --output_dir: give --output_dir DIR" -- \
+  "${train[@]}" --max_steps 6 --resume_from_checkpoint true
+expect resume_true_missing_dir 8 "--output_dir $tmp/nowhere does not exist" -- \
+  "${train[@]}" --max_steps 6 --output_dir "$tmp/nowhere" --resume_from_checkpoint true
+mkdir "$tmp/empty"
+expect resume_true_nothing_complete 8 "no complete checkpoint-<step> folder in $tmp/empty" -- \
+  "${train[@]}" --max_steps 6 --output_dir "$tmp/empty" --resume_from_checkpoint true
+expect resume_missing 8 "--resume_from_checkpoint $tmp/run/checkpoint-9: does not exist" \
+  "the newest complete one beside it is $tmp/run/checkpoint-5" -- \
+  "${train[@]}" --max_steps 6 --resume_from_checkpoint "$tmp/run/checkpoint-9"
+expect resume_file 8 "$tmp/file: is not a directory" -- "${train[@]}" --max_steps 6 --resume_from_checkpoint "$tmp/file"
+expect resume_tag_dir 8 "is a tag directory" "give the folder above it, $tmp/run/checkpoint-5, which holds \`latest\`" -- \
+  "${train[@]}" --max_steps 6 --resume_from_checkpoint "$tmp/run/checkpoint-5/global_step5"
+mkdir -p "$tmp/run/checkpoint-7/.global_step7.partial"
+expect resume_unfinished 8 "has no \`latest\` file: it is not a checkpoint folder, or its save did not finish" -- \
+  "${train[@]}" --max_steps 6 --resume_from_checkpoint "$tmp/run/checkpoint-7"
+expect resume_true_skips_unfinished 0 "resumed from $tmp/run/checkpoint-5/global_step5 at global step 5" "step 6  loss" -- \
+  "${train[@]}" --max_steps 6 --output_dir "$tmp/run" --save_steps 0 --resume_from_checkpoint true
+expect resume_done 0 "nothing to train: the run is at global step 5 and --max_steps is 5" -- \
+  "${train[@]}" --max_steps 5 --resume_from_checkpoint "$tmp/run/checkpoint-5"
+expect resume_other_seed 0 "with --seed 9 but it was saved with --seed 42" -- \
+  "${train[@]}" --max_steps 6 --seed 9 --resume_from_checkpoint "$tmp/run/checkpoint-5"
+expect resume_other_batch 0 "with a global batch of 4 but it was saved with 8" -- \
+  "${train[@]}" --max_steps 6 --per_device_train_batch_size 4 --resume_from_checkpoint "$tmp/run/checkpoint-5"
+expect resume_other_model 8 "the checkpoint is of a different model" -- \
+  "${train[@]}" --max_steps 6 --model_config n_hidden=32 --resume_from_checkpoint "$tmp/run/checkpoint-5"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
