@@ -9,6 +9,8 @@
 // turns them into ratios (ours / raw throughput, the median over rounds).
 //
 //   checkpoint_io --dir DIR [--layers 8] [--width 4096] [--world 2] [--stage 1] [--rounds 3]
+//   checkpoint_io --save_to DIR ...   saves one checkpoint of the model there and stops (for
+//                                     bench/checkpoint_bench.py's consolidation comparison)
 #include <fcntl.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -30,7 +32,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Args {
-  std::string dir;
+  std::string dir, save_to;
   int layers = 8, width = 4096, world = 2, stage = 1, rounds = 3;
 };
 
@@ -91,6 +93,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--dir") a.dir = v;
+    else if (k == "--save_to") a.save_to = v;
     else if (k == "--layers") a.layers = std::stoi(v);
     else if (k == "--width") a.width = std::stoi(v);
     else if (k == "--world") a.world = std::stoi(v);
@@ -98,10 +101,9 @@ int main(int argc, char** argv) {
     else if (k == "--rounds") a.rounds = std::stoi(v);
     else { std::cerr << "unknown flag " << k << "\n"; return 2; }
   }
-  if (a.dir.empty()) { std::cerr << "--dir is required\n"; return 2; }
+  if (a.dir.empty() == a.save_to.empty()) { std::cerr << "give --dir or --save_to\n"; return 2; }
   torch::set_num_threads(1);
   const fs::path dir(a.dir), ckpt = dir / "ckpt", raw = dir / "raw";
-  fs::create_directories(raw);
   auto comms = zerotrain::comm::Communicator::make_thread_world(a.world);
   const auto config = zerotrain::Config::from_string(
       R"({"train_batch_size": )" + std::to_string(2 * a.world) +
@@ -119,10 +121,20 @@ int main(int argc, char** argv) {
     engines[r]->backward(loss);
     engines[r]->step();
   });
+  if (!a.save_to.empty()) {
+    on_ranks(a.world, [&](int r) { engines[r]->save_checkpoint(a.save_to); });
+    return 0;
+  }
+  fs::create_directories(raw);
   // Rank files are about equal; the first round measures them, odd rounds reuse the size.
   int64_t expected_bytes = 0;
   for (int round = 0; round < a.rounds; ++round) {
+    // Last round's files go before anything is timed: freeing blocks on a disk mounted with
+    // `discard` trims them, which would slow whichever write came next.
     fs::remove_all(ckpt);
+    for (int r = 0; r < a.world; ++r) fs::remove(raw / std::to_string(r));
+    ::sync();
+    std::this_thread::sleep_for(std::chrono::seconds(2));
     // Odd rounds write the raw files first, so neither side always follows the other.
     std::vector<int64_t> sizes(a.world, expected_bytes);
     double write_s = 0;

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Checkpoint save and load throughput against the disk's raw sequential bandwidth, measured
+side by side in one run by bench/checkpoint_io (see its header), and consolidation against
+DeepSpeed's zero_to_fp32.py (peak RSS and time), interleaved over rounds. Prints markdown
+tables; a ratio is the median over rounds of that round's ratio.
+
+    python3 bench/checkpoint_bench.py [--build build] [--rounds 3] [--layers 8] [--width 4096] [--write]
+
+--write replaces the tables in docs/benchmarks.md (between the checkpoint_io and
+checkpoint_consolidate markers). The consolidation part needs DeepSpeed: it uses
+$ZEROTRAIN_HOME/bench-venv (created on first use by bench/stage3_vs_peers.py's helper).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from docs_tables import replace_between_markers
+from stage3_vs_peers import cpu_line
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAFETENSORS_VERSION = "0.8.0"   # as scripts/setup.sh pins it
+HUGGINGFACE_HUB_VERSION = "2.4.0"
+
+
+def io_rounds(args, work, world, stage):
+    exe = os.path.join(args.build, "bench", "checkpoint_io")
+    out = subprocess.run([exe, "--dir", os.path.join(work, "io"), "--layers", str(args.layers), "--width",
+                          str(args.width), "--world", str(world), "--stage", str(stage), "--rounds",
+                          str(args.rounds + 1)], check=True, capture_output=True, text=True,
+                         env=dict(os.environ, ZEROTRAIN_LOG_LEVEL="warning", OMP_NUM_THREADS="1")).stdout
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return rows[1:]   # round 0 is a warm-up: first-touch page faults on both sides
+
+
+def io_table(args, results):
+    gb = 1e9
+    med = statistics.median
+    params = args.layers * (args.width * args.width + args.width)
+    size = results[0][2][0]["bytes"]
+    lines = [f"MLP of {args.layers} x Linear({args.width}, {args.width}) ({params / 1e6:.0f}M parameters), AdamW, "
+             f"fp32, checkpoint {size / gb:.2f} GB (fp32 master + 2 moments), ranks as threads of one process; "
+             f"{args.rounds} interleaved rounds after a warm-up round; page cache evicted before every read; "
+             f"{cpu_line()}", "",
+             "| ranks, stage | | zerotrain (median) | raw disk, same bytes (median) | zerotrain / raw (median of rounds) | per round |",
+             "|---|---|---:|---:|---:|---|"]
+    for world, stage, rows in results:
+        for what, ours, raw in (("save (write + fsync)", "save_s", "raw_write_s"),
+                                ("load (read + checksums" + (" + re-gather" if stage > 0 else "") + ")", "load_s",
+                                 "raw_read_s")):
+            ratios = [r[raw] / r[ours] for r in rows]
+            lines.append(f"| {world}, {stage} | {what} | {size / gb / med([r[ours] for r in rows]):.2f} GB/s | "
+                         f"{size / gb / med([r[raw] for r in rows]):.2f} GB/s | {med(ratios):.2f} | "
+                         f"{', '.join(f'{x:.2f}' for x in ratios)} |")
+    return "\n".join(lines)
+
+
+# Runs a command in a fresh child and returns (seconds, peak RSS bytes of that command).
+MEASURE = """import resource, subprocess, sys, time
+t = time.monotonic(); subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(time.monotonic() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)"""
+
+
+def measured(cmd, env=None):
+    out = subprocess.run([sys.executable, "-c", MEASURE] + cmd, check=True, capture_output=True, text=True, env=env)
+    seconds, rss = out.stdout.split()
+    return float(seconds), int(rss)
+
+
+def consolidate_rounds(args, work):
+    """zerotrain zero-to-fp32 and DeepSpeed's zero_to_fp32.py on checkpoints of the same model."""
+    from stage3_vs_peers import BENCH_VENV, ensure_bench_venv
+    ensure_bench_venv()
+    ds_python = os.path.join(BENCH_VENV, "bin", "python")
+    # zero_to_fp32.py --safe_serialization writes through safetensors and shards with huggingface_hub.
+    if subprocess.run([ds_python, "-c", "import safetensors, huggingface_hub"], capture_output=True).returncode != 0:
+        subprocess.run([ds_python, "-m", "pip", "install", "-q", f"safetensors=={SAFETENSORS_VERSION}",
+                        f"huggingface_hub=={HUGGINGFACE_HUB_VERSION}"], check=True)
+    ds_env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
+    zt_ckpt, ds_ckpt = os.path.join(work, "zt_ckpt"), os.path.join(work, "ds_ckpt")
+    model = ["--layers", str(args.layers), "--width", str(args.width)]
+    subprocess.run([os.path.join(args.build, "bench", "checkpoint_io"), "--save_to", zt_ckpt, "--world", "1",
+                    "--stage", str(args.consolidate_stage)] + model, check=True, capture_output=True,
+                   env=dict(os.environ, ZEROTRAIN_LOG_LEVEL="warning"))
+    subprocess.run([ds_python, os.path.join(ROOT, "bench", "ds_checkpoint.py"), "--save_to", ds_ckpt, "--stage",
+                    str(args.consolidate_stage)] + model, check=True, capture_output=True, env=ds_env)
+    zt = os.path.join(args.build, "tools", "zerotrain")
+    rows = []
+    for r in range(args.rounds):
+        out_zt, out_ds = os.path.join(work, f"zt_out{r}"), os.path.join(work, f"ds_out{r}")
+        runs = [("zt", [zt, "zero-to-fp32", zt_ckpt, out_zt], None),
+                ("ds", [ds_python, os.path.join(ds_ckpt, "zero_to_fp32.py"), ds_ckpt, out_ds, "--safe_serialization"],
+                 ds_env)]
+        if r % 2:
+            runs.reverse()
+        row = {}
+        for name, cmd, env in runs:
+            row[name] = measured(cmd, env)
+        rows.append(row)
+        for d in (out_zt, out_ds):
+            subprocess.run(["rm", "-rf", d], check=True)
+    return rows
+
+
+def consolidate_table(args, rows, ds_version):
+    med = statistics.median
+    mib = 1 << 20
+    params = args.layers * (args.width * args.width + args.width)
+    rss = [r["zt"][1] / r["ds"][1] for r in rows]
+    time_ratio = [r["zt"][0] / r["ds"][0] for r in rows]
+    largest = args.width * args.width * 4
+    return "\n".join([
+        f"MLP of {args.layers} x Linear({args.width}, {args.width}) ({params / 1e6:.0f}M parameters, fp32 weights "
+        f"{params * 4 / 1e9:.2f} GB, largest tensor {largest / mib:.0f} MiB), AdamW, ZeRO stage "
+        f"{args.consolidate_stage}, 1 rank, one step, then consolidated to one fp32 safetensors file; "
+        f"deepspeed {ds_version}; {args.rounds} interleaved rounds; {cpu_line()}", "",
+        "| | peak RSS (median) | time (median) |", "|---|---:|---:|",
+        f"| `zerotrain zero-to-fp32` | {med([r['zt'][1] for r in rows]) / mib:.0f} MiB | "
+        f"{med([r['zt'][0] for r in rows]):.1f} s |",
+        f"| DeepSpeed `zero_to_fp32.py --safe_serialization` | {med([r['ds'][1] for r in rows]) / mib:.0f} MiB | "
+        f"{med([r['ds'][0] for r in rows]):.1f} s |",
+        f"| zerotrain / DeepSpeed (median of rounds) | {med(rss):.3f} | {med(time_ratio):.2f} |", "",
+        "Per round (RSS ratio, time ratio): " + ", ".join(f"{a:.3f}/{b:.2f}" for a, b in zip(rss, time_ratio))])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--width", type=int, default=4096)
+    ap.add_argument("--setups", default="1:0,2:1", help="ranks:stage pairs, comma-separated")
+    ap.add_argument("--consolidate_stage", type=int, default=2)
+    ap.add_argument("--skip", default="", help="io or consolidate: leave that part out")
+    ap.add_argument("--write", action="store_true", help="replace the tables in docs/benchmarks.md")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as work:
+        tables = {}
+        if args.skip != "io":
+            results = []
+            for setup in args.setups.split(","):
+                world, stage = (int(x) for x in setup.split(":"))
+                results.append((world, stage, io_rounds(args, work, world, stage)))
+            tables["checkpoint_io"] = io_table(args, results)
+            print(tables["checkpoint_io"] + "\n")
+        if args.skip != "consolidate":
+            from stage3_vs_peers import DEEPSPEED_VERSION
+            tables["checkpoint_consolidate"] = consolidate_table(args, consolidate_rounds(args, work), DEEPSPEED_VERSION)
+            print(tables["checkpoint_consolidate"])
+    if args.write:
+        for name, table in tables.items():
+            replace_between_markers(os.path.join(ROOT, "docs", "benchmarks.md"), name, table)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
