@@ -88,19 +88,21 @@ def consolidate_rounds(args, work):
     subprocess.run([ds_python, os.path.join(ROOT, "bench", "ds_checkpoint.py"), "--save_to", ds_ckpt, "--stage",
                     str(args.consolidate_stage)] + model, check=True, capture_output=True, env=ds_env)
     zt = os.path.join(args.build, "tools", "zerotrain")
+    light = os.path.join(args.build, "tools", "zerotrain-checkpoint")
     rows = []
     for r in range(args.rounds):
-        out_zt, out_ds = os.path.join(work, f"zt_out{r}"), os.path.join(work, f"ds_out{r}")
-        runs = [("zt", [zt, "zero-to-fp32", zt_ckpt, out_zt], None),
-                ("ds", [ds_python, os.path.join(ds_ckpt, "zero_to_fp32.py"), ds_ckpt, out_ds, "--safe_serialization"],
-                 ds_env)]
+        outs = {name: os.path.join(work, f"{name}_out{r}") for name in ("zt", "light", "ds")}
+        runs = [("zt", [zt, "zero-to-fp32", zt_ckpt, outs["zt"]], None),
+                ("light", [light, "zero-to-fp32", zt_ckpt, outs["light"]], None),
+                ("ds", [ds_python, os.path.join(ds_ckpt, "zero_to_fp32.py"), ds_ckpt, outs["ds"],
+                        "--safe_serialization"], ds_env)]
         if r % 2:
             runs.reverse()
         row = {}
         for name, cmd, env in runs:
             row[name] = measured(cmd, env)
         rows.append(row)
-        for d in (out_zt, out_ds):
+        for d in outs.values():
             subprocess.run(["rm", "-rf", d], check=True)
     return rows
 
@@ -109,21 +111,21 @@ def consolidate_table(args, rows, ds_version):
     med = statistics.median
     mib = 1 << 20
     params = args.layers * (args.width * args.width + args.width)
-    rss = [r["zt"][1] / r["ds"][1] for r in rows]
-    time_ratio = [r["zt"][0] / r["ds"][0] for r in rows]
+    ratio = lambda who, i: [r[who][i] / r["ds"][i] for r in rows]
     largest = args.width * args.width * 4
     return "\n".join([
         f"MLP of {args.layers} x Linear({args.width}, {args.width}) ({params / 1e6:.0f}M parameters, fp32 weights "
         f"{params * 4 / 1e9:.2f} GB, largest tensor {largest / mib:.0f} MiB), AdamW, ZeRO stage "
         f"{args.consolidate_stage}, 1 rank, one step, then consolidated to one fp32 safetensors file; "
         f"deepspeed {ds_version}; {args.rounds} interleaved rounds; {cpu_line()}", "",
-        "| | peak RSS (median) | time (median) |", "|---|---:|---:|",
-        f"| `zerotrain zero-to-fp32` | {med([r['zt'][1] for r in rows]) / mib:.0f} MiB | "
-        f"{med([r['zt'][0] for r in rows]):.1f} s |",
-        f"| DeepSpeed `zero_to_fp32.py --safe_serialization` | {med([r['ds'][1] for r in rows]) / mib:.0f} MiB | "
-        f"{med([r['ds'][0] for r in rows]):.1f} s |",
-        f"| zerotrain / DeepSpeed (median of rounds) | {med(rss):.3f} | {med(time_ratio):.2f} |", "",
-        "Per round (RSS ratio, time ratio): " + ", ".join(f"{a:.3f}/{b:.2f}" for a, b in zip(rss, time_ratio))])
+        "| | peak RSS (median) | time (median) | RSS / DeepSpeed's (median of rounds; per round) | time / DeepSpeed's |",
+        "|---|---:|---:|---:|---:|"] + [
+        f"| {label} | {med([r[who][1] for r in rows]) / mib:.0f} MiB | {med([r[who][0] for r in rows]):.1f} s | "
+        + (f"{med(ratio(who, 1)):.3f} ({', '.join(f'{x:.3f}' for x in ratio(who, 1))}) | "
+           f"{med(ratio(who, 0)):.2f} ({', '.join(f'{x:.2f}' for x in ratio(who, 0))}) |" if who != "ds" else "1 | 1 |")
+        for who, label in (("zt", "`zerotrain zero-to-fp32`"),
+                           ("light", "`zerotrain-checkpoint zero-to-fp32` (no LibTorch)"),
+                           ("ds", "DeepSpeed `zero_to_fp32.py --safe_serialization`"))])
 
 
 def main():
