@@ -10,6 +10,7 @@
 #include "zerotrain/checkpoint/consolidate.h"
 #include "zerotrain/checkpoint/locate.h"
 #include "zerotrain/checkpoint/reader.h"
+#include "zerotrain/checkpoint/writer.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/strings.h"
 
@@ -33,19 +34,6 @@ struct InspectOptions {
   std::string tag;
   bool json = false;
 };
-
-std::string human_bytes(int64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
-  return text;
-}
 
 // "1 buffer", "2 buffers"
 std::string count(int64_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
@@ -79,15 +67,15 @@ int run_zero_to_fp32(const ZeroToFp32Options& opt) {
     if (t.kind != ckpt::PlannedTensor::Kind::kBuffer) numel += t.numel();
   }
   std::cout << "  " << count(params, "parameter") << ", " << frozen << " frozen, " << count(buffers, "buffer") << ": "
-            << numel << " parameter elements, " << human_bytes(out.plan.total_tensor_bytes) << " of tensors\n";
+            << numel << " parameter elements, " << checkpoint::format_bytes(out.plan.total_tensor_bytes) << " of tensors\n";
   for (const fs::path& f : out.files) {
     std::error_code ec;
     const auto size = fs::file_size(f, ec);
-    std::cout << "  wrote " << f.string() << " (" << (ec ? std::string("?") : human_bytes(static_cast<int64_t>(size)))
+    std::cout << "  wrote " << f.string() << " (" << (ec ? std::string("?") : checkpoint::format_bytes(static_cast<int64_t>(size)))
               << ")\n";
   }
   for (const fs::path& f : out.removed) std::cout << "  removed " << f.string() << " (from an earlier consolidation)\n";
-  std::cout << "  read one tensor at a time: a buffer of " << human_bytes(out.plan.buffer_bytes)
+  std::cout << "  read one tensor at a time: a buffer of " << checkpoint::format_bytes(out.plan.buffer_bytes)
             << " (the largest tensor as saved)\n";
   return 0;
 }
@@ -199,14 +187,14 @@ void print_report(const Json& r, const fs::path& save_dir) {
   }
   const Json& p = r["parameters"];
   std::cout << "parameters   " << p["trained"] << " trained (" << p["trained_numel"] << " elements, "
-            << human_bytes(p["fp32_bytes"].get<int64_t>()) << " in fp32), " << p["frozen"] << " frozen ("
-            << human_bytes(p["frozen_bytes"].get<int64_t>()) << "), " << count(p["buffers"].get<int64_t>(), "buffer")
-            << " (" << human_bytes(p["buffer_bytes"].get<int64_t>()) << ")\n";
-  std::cout << "files        " << r["files"].size() << " rank files, " << human_bytes(r["files_bytes"].get<int64_t>())
+            << checkpoint::format_bytes(p["fp32_bytes"].get<int64_t>()) << " in fp32), " << p["frozen"] << " frozen ("
+            << checkpoint::format_bytes(p["frozen_bytes"].get<int64_t>()) << "), " << count(p["buffers"].get<int64_t>(), "buffer")
+            << " (" << checkpoint::format_bytes(p["buffer_bytes"].get<int64_t>()) << ")\n";
+  std::cout << "files        " << r["files"].size() << " rank files, " << checkpoint::format_bytes(r["files_bytes"].get<int64_t>())
             << "\n";
   for (const auto& f : r["files"]) {
     std::cout << "               " << f["name"].get<std::string>() << "  "
-              << (f["present"].get<bool>() ? human_bytes(f["bytes_on_disk"].get<int64_t>()) : std::string("MISSING"))
+              << (f["present"].get<bool>() ? checkpoint::format_bytes(f["bytes_on_disk"].get<int64_t>()) : std::string("MISSING"))
               << "\n";
   }
   if (r["intact"].get<bool>()) {

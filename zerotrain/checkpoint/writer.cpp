@@ -13,10 +13,9 @@
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::checkpoint {
-namespace {
 
 std::string format_bytes(int64_t bytes) {
-  static constexpr const char* kUnits[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);
   int unit = 0;
   while (value >= 1024 && unit < 4) {
@@ -24,11 +23,9 @@ std::string format_bytes(int64_t bytes) {
     ++unit;
   }
   char text[32];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.2f %s", value, kUnits[unit]);
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", value, kUnits[unit]);
   return text;
 }
-
-}  // namespace
 
 int64_t PreparedFile::bytes() const {
   int64_t n = static_cast<int64_t>(header.size());

@@ -44,6 +44,9 @@ WrittenFile write_safetensors(const std::filesystem::path& path, const PreparedF
 // system, or a file-size limit (ulimit -f) below `largest_file`. Says how much is missing;
 // `what` names what is being written ("the checkpoint", "the consolidated model"), and
 // `untouched` what the failure leaves as it was ("" for nothing).
+// A byte count for people: "812 B", "1.5 GiB" (powers of 1024).
+std::string format_bytes(int64_t bytes);
+
 struct RoomFor {
   std::string_view what = "the checkpoint";
   std::string_view untouched = "the previous checkpoint is untouched";
