@@ -18,6 +18,7 @@
 
 #include "tools/commands.h"
 #include "tools/train_checkpoints.h"
+#include "zerotrain/checkpoint/locate.h"
 #include "zerotrain/config/resolve.h"
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"
@@ -64,14 +65,6 @@ void check_checkpoint_flags(const TrainOptions& o) {
            "--save_total_limit: must be at least 0 (0 keeps every checkpoint), got ", o.save_total_limit);
   ZT_CHECK(!o.save_steps_given || o.save_steps == 0 || !o.output_dir.empty(), UsageError, "--save_steps ", o.save_steps,
            " saves checkpoints into --output_dir: give --output_dir DIR (or --save_steps 0 to save none)");
-}
-
-// The rank that makes and deletes checkpoint folders: the engine's rule (rank 0, or the
-// first rank of every node with node-local storage).
-bool directory_leader(const Config& config, const comm::Communicator& comm) {
-  if (!config.checkpoint.use_node_local_storage) return comm.rank() == 0;
-  const auto local = env::get_int("LOCAL_RANK");
-  return local ? *local == 0 : comm.rank() == 0;
 }
 
 // Creates --output_dir before training, so a path that cannot be written fails now rather
@@ -232,7 +225,8 @@ int run_train(TrainOptions o) {
     model = models::make_model(o.model, o.model_config);
   }
   auto engine = initialize(model->module(), config, {.comm = comm});
-  const bool leader = directory_leader(engine.config(), comm);
+  // Makes and deletes checkpoint folders, by the engine's rule.
+  const bool leader = checkpoint::leads_save_directory(engine.config().checkpoint.use_node_local_storage, comm.rank());
   if (save_steps > 0) prepare_output_dir(o.output_dir, leader, comm);
   const auto [dim0, dim1] = model->data_dims();
   const data::SyntheticDataset dataset(o.model, dim0, dim1, static_cast<uint64_t>(o.args.seed));

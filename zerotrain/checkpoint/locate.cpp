@@ -4,6 +4,7 @@
 
 #include "zerotrain/checkpoint/manifest.h"
 #include "zerotrain/checkpoint/reader.h"
+#include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::checkpoint {
@@ -25,6 +26,12 @@ std::string tags_present(const fs::path& dir) {
 }
 
 }  // namespace
+
+bool leads_save_directory(bool use_node_local_storage, int rank) {
+  if (!use_node_local_storage) return rank == 0;
+  const auto local = env::get_int("LOCAL_RANK");
+  return local ? *local == 0 : rank == 0;
+}
 
 DirectoryListing list_directory(const fs::path& dir) {
   DirectoryListing listing;

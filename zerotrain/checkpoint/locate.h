@@ -11,6 +11,11 @@
 namespace zerotrain::checkpoint {
 
 // What a save directory holds besides the tag in use.
+// The rank that creates, renames and deletes entries of a save directory: rank 0, or with
+// checkpoint.use_node_local_storage the first rank of every node (LOCAL_RANK 0), since each
+// node then keeps its own copy of the tag.
+bool leads_save_directory(bool use_node_local_storage, int rank);
+
 struct DirectoryListing {
   std::vector<std::string> tags;       // subdirectories with a manifest, sorted
   std::vector<std::string> unfinished; // ".<tag>.partial" staging and ".<tag>.old" directories a

@@ -12,12 +12,12 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <unordered_set>
 
 #include "zerotrain/checkpoint/file_io.h"
 #include "zerotrain/checkpoint/fragments.h"
+#include "zerotrain/checkpoint/locate.h"
 #include "zerotrain/checkpoint/manifest.h"
 #include "zerotrain/checkpoint/reader.h"
 #include "zerotrain/checkpoint/writer.h"
@@ -48,14 +48,6 @@ std::string capture(F&& fn) {
   } catch (const std::exception& e) {
     return e.what();
   }
-}
-
-// The rank that creates and renames directories: rank 0, or with node-local storage the
-// first rank of every node (each node keeps its own copy of the tag).
-bool directory_leader(const EngineState& s) {
-  if (!s.config.checkpoint.use_node_local_storage) return s.comm.rank() == 0;
-  const char* local = std::getenv("LOCAL_RANK");
-  return local != nullptr ? std::string(local) == "0" : s.comm.rank() == 0;
 }
 
 std::vector<int64_t> shape_of(const at::Tensor& t) { return {t.sizes().begin(), t.sizes().end()}; }
@@ -210,7 +202,7 @@ void Engine::save_checkpoint(const std::string& save_dir, const std::string& tag
            "\" cannot name a directory: use printable characters without '/', not starting with '.'");
   engine::detail::validate_tag(s.comm, tag, s.config.checkpoint.tag_validation);
   const fs::path dir(save_dir), final_dir = dir / tag, staging = dir / ("." + tag + ".partial");
-  const bool leader = directory_leader(s);
+  const bool leader = checkpoint::leads_save_directory(s.config.checkpoint.use_node_local_storage, s.comm.rank());
   const std::string what = "saving checkpoint " + final_dir.string();
 
   RankStatus made;
