@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 TORCH_VERSION=2.15.0   # pinned: LibTorch (C++) and the Python peers come from this wheel
 NUMPY_VERSION=2.4.6
 SAFETENSORS_VERSION=0.8.0   # reads `zerotrain zero-to-fp32`'s output in tests/cli/checkpoint_tools_test.sh
+TENSORBOARD_VERSION=2.20.0  # reads the event files of --report_to tensorboard in the tests
 ZEROTRAIN_HOME=${ZEROTRAIN_HOME:-$HOME/.cache/zerotrain}
 BUILD_DIR=${ZEROTRAIN_BUILD:-build}
 BUILD_TYPE=${ZEROTRAIN_BUILD_TYPE:-RelWithDebInfo}
@@ -35,6 +36,8 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev   # fuzzing the config and checkpoint readers (scripts/fuzz.sh)
   libxxhash-dev        # checkpoint checksums (XXH3-64)
   time                 # /usr/bin/time: the peak memory of zerotrain zero-to-fp32 (tests/cli/checkpoint_rss_test.sh)
+  dataset-fashion-mnist   # the main job's data: Fashion-MNIST (IDX, gzip) in /usr/share/datasets/fashion-mnist
+  bible-kjv-text bible-kjv   # a real text corpus for --dataset kjv (the King James Bible; `bible` prints it)
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -62,6 +65,10 @@ fi
 if ! "$VENV/bin/python" -c "import safetensors, sys; sys.exit(safetensors.__version__ != '$SAFETENSORS_VERSION')" 2>/dev/null; then
   say "installing safetensors==$SAFETENSORS_VERSION into $VENV"
   "$VENV/bin/pip" install -q "safetensors==$SAFETENSORS_VERSION"
+fi
+if ! "$VENV/bin/python" -c "import tensorboard, sys; sys.exit(tensorboard.__version__ != '$TENSORBOARD_VERSION')" 2>/dev/null; then
+  say "installing tensorboard==$TENSORBOARD_VERSION into $VENV"
+  "$VENV/bin/pip" install -q "tensorboard==$TENSORBOARD_VERSION"
 fi
 TORCH_DIR=$("$VENV/bin/python" - <<'PY'
 import importlib.util, os
