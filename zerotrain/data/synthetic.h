@@ -10,12 +10,9 @@
 #include <cstdint>
 #include <string>
 
-namespace zerotrain::data {
+#include "zerotrain/data/batch.h"
 
-struct Batch {
-  at::Tensor inputs;
-  at::Tensor targets;
-};
+namespace zerotrain::data {
 
 class SyntheticDataset {
  public:
