@@ -20,14 +20,17 @@ struct ActivationCheckpointingConfig {
   bool profile = false;
   bool cpu_checkpointing = false;
 
+  // Read by zerotrain/activation (docs/activation-checkpointing.md) for the models that
+  // checkpoint (the gpt's --gradient_checkpointing).
   template <class V> void visit(V& v) {
-    constexpr std::string_view kWhat = "DeepSpeed activation checkpointing options";
-    v.field("partition_activations", partition_activations, {.unsupported = kWhat});
+    v.field("partition_activations", partition_activations,
+            {.unsupported = "partitioned activations (they split each checkpoint over a model-parallel group, and "
+                            "zerotrain has no model parallelism; set it to false)"});
     v.field("number_checkpoints", number_checkpoints, {.min = 0});
-    v.field("contiguous_memory_optimization", contiguous_memory_optimization, {.unsupported = kWhat});
-    v.field("synchronize_checkpoint_boundary", synchronize_checkpoint_boundary, {.unsupported = kWhat});
-    v.field("profile", profile, {.unsupported = kWhat});
-    v.field("cpu_checkpointing", cpu_checkpointing, {.unsupported = kWhat});
+    v.field("contiguous_memory_optimization", contiguous_memory_optimization);
+    v.field("synchronize_checkpoint_boundary", synchronize_checkpoint_boundary);
+    v.field("profile", profile);
+    v.field("cpu_checkpointing", cpu_checkpointing);
   }
 };
 
@@ -59,7 +62,7 @@ struct MonitorConfig {       // tensorboard and csv_monitor
   std::string job_name = "DeepSpeedJobName";
 
   template <class V> void visit(V& v) {
-    v.field("enabled", enabled, {.unsupported = "this monitor (zerotrain writes --metrics_file JSON lines)"});
+    v.field("enabled", enabled);   // written by zerotrain/monitor (docs/monitoring.md)
     v.field("output_path", output_path);
     v.field("job_name", job_name);
   }
