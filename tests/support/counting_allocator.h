@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <unordered_map>
 
 namespace zerotrain::test {
 
@@ -52,20 +54,26 @@ class CpuBudget {
   }
 
   // Wraps the allocator LibTorch had; installed once for the process and never removed
-  // (memory it counted may be freed at any time later).
+  // (memory it counted may be freed at any time later). Some kernels (gelu's, for one)
+  // allocate raw pointers, which must be their own context: so a counted allocation's
+  // context is its data pointer, and its bookkeeping lives in a table.
   class Counting final : public c10::Allocator {
    public:
-    explicit Counting(c10::Allocator* base) : base_(base) {}
+    explicit Counting(c10::Allocator* base) : base_(base), base_raw_deleter_(base->raw_deleter()) {}
     c10::DataPtr allocate(size_t n) override {
       c10::DataPtr inner = base_->allocate(n);
       std::shared_ptr<CpuBudget> budget = current();
-      if (!budget) return inner;
+      if (!budget || inner.get() == nullptr) return inner;
       budget->add(static_cast<int64_t>(n));
       void* data = inner.get();
       const c10::Device device = inner.device();
-      auto* ctx = new Counted{std::move(inner), std::move(budget), static_cast<int64_t>(n)};
-      return {data, ctx, &Counting::release, device};
+      {
+        std::lock_guard<std::mutex> lock(table_mutex());
+        table().emplace(data, Counted{std::move(inner), std::move(budget), static_cast<int64_t>(n)});
+      }
+      return {data, data, &Counting::release, device};
     }
+    c10::DeleterFnPtr raw_deleter() const override { return &Counting::release; }
     void copy_data(void* dest, const void* src, std::size_t count) const override {
       base_->copy_data(dest, src, count);
     }
@@ -76,18 +84,46 @@ class CpuBudget {
       std::shared_ptr<CpuBudget> budget;
       int64_t nbytes;
     };
-    static void release(void* ctx) {
-      auto* c = static_cast<Counted*>(ctx);
-      c->budget->sub(c->nbytes);
-      delete c;
+    // Never destroyed: tensors freed while the process exits still find them.
+    static std::unordered_map<void*, Counted>& table() {
+      static auto* counted = new std::unordered_map<void*, Counted>;
+      return *counted;
+    }
+    static std::mutex& table_mutex() {
+      static auto* m = new std::mutex;
+      return *m;
+    }
+    // A counted allocation, or a raw one made while no budget counted (the base's).
+    static void release(void* data) {
+      std::optional<Counted> c;
+      {
+        std::lock_guard<std::mutex> lock(table_mutex());
+        auto it = table().find(data);
+        if (it != table().end()) {
+          c.emplace(std::move(it->second));
+          table().erase(it);
+        }
+      }
+      if (c) {
+        c->budget->sub(c->nbytes);
+        return;   // c->inner frees the memory as it goes
+      }
+      instance()->base_raw_deleter_(data);
+    }
+    static Counting*& instance() {
+      static Counting* counting = nullptr;
+      return counting;
     }
     c10::Allocator* base_;
+    c10::DeleterFnPtr base_raw_deleter_;
+    friend class CpuBudget;
   };
 
   static void install() {
     static std::once_flag once;
     std::call_once(once, [] {
       static Counting counting(c10::GetCPUAllocator());
+      Counting::instance() = &counting;
       c10::SetCPUAllocator(&counting, /*priority=*/255);
     });
   }

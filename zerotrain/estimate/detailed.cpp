@@ -145,6 +145,9 @@ int64_t activation_bytes(const ModelShape& model, const Setup& s) {
     const int64_t block = n * (16 * g.n_embd * e + g.n_head * t * e + 4 * kFp32);
     // ln_f's and head's inputs, and the fp32 log-softmax cross-entropy keeps.
     const int64_t top = n * (2 * g.n_embd * e + kFp32 * 2 + g.vocab_size * kFp32);
+    // Checkpointed (zerotrain/activation, one segment per block): the forward keeps each
+    // block's input, and backward recomputes one block at a time, so the high-water mark is
+    // the inputs plus one block. tests/unit/activation_checkpoint_test.cpp measures both rows.
     const int64_t kept = s.activation_checkpointing ? g.n_layer * n * g.n_embd * e + block : g.n_layer * block;
     return kept + top;
   }

@@ -47,7 +47,7 @@ struct Setup {
   bool overlap_comm = false;
   int64_t micro_batch = 1;
   int64_t seq_len = 0;                  // 0: the model's block size
-  bool activation_checkpointing = false;   // estimated; the engine does not checkpoint yet
+  bool activation_checkpointing = false;   // the gpt's gradient checkpointing (docs/activation-checkpointing.md)
   int64_t param_persistence_threshold = 100000;   // stage 3: stage3_param_persistence_threshold
   int64_t model_persistence_threshold = INT64_MAX;
   int64_t prefetch_bucket_size = 50000000;        // stage 3: stage3_prefetch_bucket_size
