@@ -7,6 +7,8 @@
 #                    (default: $HOME/.cache/zerotrain)
 #   ZEROTRAIN_BUILD  build directory (default: build)
 #   ZEROTRAIN_BUILD_TYPE  CMake build type (default: RelWithDebInfo)
+#   ZEROTRAIN_BUILD_TARGETS  what to build (default: everything, the tests included);
+#                    scripts/main.sh builds only the zerotrain command
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +37,7 @@ APT_PACKAGES=(
   iproute2             # network namespaces for the two-host test
   clang libclang-rt-14-dev   # fuzzing the config and checkpoint readers (scripts/fuzz.sh)
   libxxhash-dev        # checkpoint checksums (XXH3-64)
+  zlib1g-dev           # gzip-compressed IDX files (zerotrain/data/idx.cpp); libopenmpi-dev also pulls it in
   time                 # /usr/bin/time: the peak memory of zerotrain zero-to-fp32 (tests/cli/checkpoint_rss_test.sh)
   dataset-fashion-mnist   # the main job's data: Fashion-MNIST (IDX, gzip) in /usr/share/datasets/fashion-mnist
   bible-kjv-text bible-kjv   # a real text corpus for --dataset kjv (the King James Bible; `bible` prints it)
@@ -82,5 +85,7 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
     -DZEROTRAIN_TORCH_DIR="$TORCH_DIR" -DZEROTRAIN_PYTHON="$VENV/bin/python" >/dev/null
 fi
-say "building"
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+TARGETS=${ZEROTRAIN_BUILD_TARGETS:-all}
+say "building $TARGETS"
+# shellcheck disable=SC2086  # several targets are several words
+cmake --build "$BUILD_DIR" -j "$(nproc)" --target $TARGETS

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/commands.h"
+#include "zerotrain/core/cpu_features.h"
 #include "tools/torch_info.h"
 #include "zerotrain/comm/report.h"
 #include "zerotrain/core/env.h"
@@ -55,8 +56,10 @@ const std::vector<Feature> kFeatures = {
     {"checkpoints (resharding load, zero-to-fp32, inspect)", "yes"},
     {"launcher (zerotrain launch)", "yes"},
     {"memory estimator (zerotrain estimate, advise)", "yes"},
-    {"zerotrain train (built-in mlp, gpt; synthetic data)", "yes"},
-    {"trainer on real datasets", "not yet"},
+    {"Trainer and zerotrain train (convnet, mlp, gpt)", "yes"},
+    {"datasets (Fashion-MNIST, MNIST, CIFAR-10, text, KJV)", "yes"},
+    {"logs (progress bar, TensorBoard, CSV, JSON lines)", "yes"},
+    {"activation checkpointing", "yes"},
 };
 
 void print_row(const std::string& key, const std::string& value) {
@@ -81,6 +84,9 @@ Command add_report_command(CLI::App& app) {
             std::vector<std::string> have, missing;
             for (const auto& f : kSimdOfInterest) (flags.count(f) ? have : missing).push_back(f);
             auto omp = env::get("OMP_NUM_THREADS");
+            // What `zerotrain train --bf16_if_native` (the main job) trains in, and why.
+            const auto bf16 = cpu::bf16_support();
+            const std::string bf16_choice = std::string(bf16.native ? "bf16" : "fp32") + ": " + bf16.reason;
 
             if (*json) {
               nlohmann::ordered_json out;
@@ -90,8 +96,10 @@ Command add_report_command(CLI::App& app) {
               out["libtorch"] = {{"version", torch.version}, {"cpu_capability", torch.cpu_capability},
                                  {"blas", torch.blas}, {"threads", torch.num_threads},
                                  {"gloo", torch.gloo}, {"cuda_build", torch.cuda}};
-              out["cpu"] = {{"hardware_threads", std::thread::hardware_concurrency()},
-                            {"simd", have}, {"simd_missing", missing}};
+              out["cpu"] = {{"model", cpu::model_name()},
+                            {"hardware_threads", std::thread::hardware_concurrency()},
+                            {"simd", have}, {"simd_missing", missing},
+                            {"bf16_native", bf16.native}, {"bf16_choice", bf16_choice}};
               for (const auto& f : kFeatures) out["features"][f.name] = f.status;
               for (const auto& b : comm::backend_reports()) {
                 out["comm_backends"][b.name] = {{"status", b.status}, {"composed", b.composed}};
@@ -117,9 +125,12 @@ Command add_report_command(CLI::App& app) {
             print_row("gloo in LibTorch", torch.gloo ? "yes" : "no");
             print_row("CUDA build", torch.cuda ? "yes (untested here: no GPU)" : "no");
             std::cout << "CPU\n";
+            print_row("model", cpu::model_name());
             print_row("hardware threads", std::to_string(std::thread::hardware_concurrency()));
             print_row("SIMD", join(have));
             print_row("SIMD missing", join(missing));
+            print_row("bf16 in hardware", bf16.native ? "yes" : "no");
+            print_row("--bf16_if_native picks", bf16_choice);
             std::cout << "zerotrain features\n";
             for (const auto& f : kFeatures) print_row(f.name, f.status);
             std::cout << "communication backends\n";

@@ -9,6 +9,7 @@ set(ZEROTRAIN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/core/text_file.cpp
   ${CMAKE_CURRENT_LIST_DIR}/core/host_memory.cpp
   ${CMAKE_CURRENT_LIST_DIR}/core/output_file.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/core/cpu_features.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/json_text.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/diagnostics.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/field.cpp
@@ -18,5 +19,6 @@ set(ZEROTRAIN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/config/checks.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/batch.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/resolve.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/config/trainer_blocks.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/effective.cpp
 )

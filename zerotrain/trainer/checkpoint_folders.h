@@ -1,8 +1,8 @@
-// HF Trainer's checkpoint folders for `zerotrain train` (tools/cmd_train.cpp): the save at
+// HF Trainer's checkpoint folders for the Trainer (trainer.cpp): the save at
 // global step N goes to `<output_dir>/checkpoint-N/`, which is the engine's save directory
 // (`global_stepN/` and `latest`), as HF's Trainer lays it out with DeepSpeed. Here: finding
 // the newest complete folder (--resume_from_checkpoint true), checking a given one, and
-// --save_total_limit's rotation. No LibTorch; used by cmd_train.cpp alone.
+// --save_total_limit's rotation. No LibTorch.
 #pragma once
 
 #include <algorithm>
@@ -19,7 +19,7 @@
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
 
-namespace zerotrain::tools::train_checkpoints {
+namespace zerotrain::trainer::checkpoint_folders {
 
 namespace fs = std::filesystem;
 
@@ -147,4 +147,4 @@ inline void rotate(const fs::path& output_dir, int64_t limit, const fs::path& ju
   }
 }
 
-}  // namespace zerotrain::tools::train_checkpoints
+}  // namespace zerotrain::trainer::checkpoint_folders

@@ -1,0 +1,192 @@
+// The Trainer's setup: the config resolved as HF's Trainer resolves it, the model built
+// (cut across ranks at stage 3), the engine, and what the run reports.
+#include "zerotrain/trainer/trainer.h"
+
+#include <sys/resource.h>
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "zerotrain/activation/checkpoint.h"
+#include "zerotrain/checkpoint/locate.h"
+#include "zerotrain/config/resolve.h"
+#include "zerotrain/config/trainer_blocks.h"
+#include "zerotrain/core/cpu_features.h"
+#include "zerotrain/core/error.h"
+#include "zerotrain/core/logging.h"
+#include "zerotrain/data/sampler.h"
+#include "zerotrain/stages/traits.h"
+#include "zerotrain/trainer/checkpoint_folders.h"
+#include "zerotrain/trainer/memory_check.h"
+#include "zerotrain/trainer/trainer_impl.h"
+
+namespace zerotrain {
+namespace trainer {
+
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+std::vector<int64_t> per_rank(comm::Communicator& comm, int64_t value) {
+  auto all = torch::empty({comm.world_size()}, torch::kLong);
+  comm.all_gather(torch::full({1}, value, torch::kLong), all).wait();
+  return std::vector<int64_t>(all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + comm.world_size());
+}
+
+double mean_over_ranks(comm::Communicator& comm, double value) {
+  auto t = torch::full({1}, value, torch::kDouble);
+  comm.all_reduce(t, comm::ReduceOp::kAvg).wait();
+  return t.item<double>();
+}
+
+}  // namespace trainer
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// --bf16 when this CPU computes bf16 natively, unless a flag or the config already decide.
+// Returns the line the start-up log prints.
+std::string choose_precision(TrainingArguments& args, const Config& config) {
+  if (args.bf16 || args.fp16) return "";
+  const bool config_decides = config.source_of("bf16.enabled") == config::Source::kFile ||
+                              config.source_of("fp16.enabled") == config::Source::kFile;
+  const auto support = cpu::bf16_support();
+  if (config_decides && !config.bf16.enabled.is_auto && !config.fp16.enabled.is_auto) {
+    return "precision: as the config sets it (bf16 native on this CPU: " + std::string(support.native ? "yes" : "no") + ")";
+  }
+  args.bf16 = support.native;
+  return std::string("precision: ") + (support.native ? "bf16" : "fp32") + ", because " + support.reason;
+}
+
+// Samples per rank per epoch, micro-batches per rank per epoch and optimizer steps per epoch,
+// as HF's Trainer counts them (len(dataloader) // gradient_accumulation_steps, at least 1).
+int64_t steps_per_epoch(const TrainingArguments& a, int64_t dataset_size, int world_size) {
+  const data::DistributedSampler sampler(
+      dataset_size, {.num_replicas = world_size, .rank = 0, .shuffle = false, .drop_last = a.dataloader_drop_last});
+  const int64_t per_rank = sampler.num_samples();
+  const int64_t micro = a.per_device_train_batch_size;
+  const int64_t batches = a.dataloader_drop_last ? per_rank / micro : (per_rank + micro - 1) / micro;
+  ZT_CHECK(batches > 0, UsageError, "the training set has ", dataset_size, " samples: ", per_rank,
+           " per rank, fewer than one --per_device_train_batch_size (", micro, ") with --dataloader_drop_last");
+  return std::max<int64_t>(batches / a.gradient_accumulation_steps, 1);
+}
+
+// Creates --output_dir before training, so a path that cannot be written fails now rather
+// than at the first save; every rank agrees, so none waits for another in a collective.
+void prepare_output_dir(const std::string& dir, bool leader, comm::Communicator& comm) {
+  std::string error;
+  if (leader) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir)) {
+      error = "--output_dir " + dir + ": cannot create it (" + (ec ? ec.message() : std::string("not a directory")) +
+              "); give a directory this job can write";
+    }
+  }
+  auto failed = torch::full({1}, static_cast<int64_t>(!error.empty()), torch::kLong);
+  comm.all_reduce(failed, comm::ReduceOp::kMax).wait();
+  ZT_CHECK(error.empty(), IoError, error);
+  ZT_CHECK(failed.item<int64_t>() == 0, IoError, "--output_dir ", dir,
+           ": another rank could not create it; its message says why");
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainingArguments args, ModelSpec spec, TrainerData data, TrainerOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  check(args);
+  ZT_CHECK(spec.build != nullptr, UsageError, "Trainer: the ModelSpec has no build function");
+  ZT_CHECK(data.train != nullptr, UsageError, "Trainer: no training dataset");
+  ZT_CHECK(data.eval != nullptr || args.eval_strategy == IntervalStrategy::kNo, UsageError, "--eval_strategy ",
+           to_string(args.eval_strategy), " needs an evaluation dataset");
+  // The checkpoint to resume from, found before anything is built: a wrong path costs nothing.
+  s.resume_from = trainer::checkpoint_folders::resolve_resume(args.resume_from_checkpoint, args.output_dir);
+  s.config = Config::from_file(args.deepspeed);
+  s.comm = options.comm ? *options.comm : comm::Communicator::init(comm::options_from_config(s.config));
+  const std::string precision = options.bf16_if_native ? choose_precision(args, s.config) : "";
+  config::add_trainer_blocks(s.config, args.lr_scheduler_type);
+
+  s.state.steps_per_epoch = steps_per_epoch(args, data.train->size(), s.world_size());
+  if (args.max_steps > 0) {
+    s.state.max_steps = args.max_steps;
+    s.state.num_train_epochs = (args.max_steps + s.state.steps_per_epoch - 1) / s.state.steps_per_epoch;
+  } else {
+    s.state.max_steps =
+        static_cast<int64_t>(std::ceil(args.num_train_epochs * static_cast<double>(s.state.steps_per_epoch)));
+    s.state.num_train_epochs = static_cast<int64_t>(std::ceil(args.num_train_epochs));
+  }
+  config::resolve_auto(s.config, to_trainer_args(args, s.world_size(), spec.hidden_size, s.state.max_steps));
+
+  s.baseline_rss_bytes = trainer::peak_rss_bytes();
+  if (options.check_memory && spec.shape) trainer::check_memory_fits(s.config, *spec.shape, *s.comm, s.baseline_rss_bytes);
+  torch::manual_seed(static_cast<uint64_t>(args.seed));
+  {
+    // At stage 3 each rank keeps 1/N of every unit as it is built, as HF's Trainer builds
+    // the model under DeepSpeed's zero.Init: the model is never whole on any rank.
+    std::optional<ZeroInit> zero_init;
+    if (stages::traits_of(static_cast<int>(s.config.zero_optimization.stage)).shards_parameters) {
+      zero_init.emplace(s.config, *s.comm);
+    }
+    s.model = spec.build();
+  }
+  ZT_CHECK(s.model != nullptr, UsageError, "Trainer: the ModelSpec's build returned no model");
+  if (!spec.hidden_size && s.model->hidden_size() > 0) {
+    // The bucket sizes' "auto" from the built model, as HF reads model.config.hidden_size.
+    config::resolve_auto(s.config, to_trainer_args(args, s.world_size(), s.model->hidden_size(), s.state.max_steps));
+  }
+  if (args.gradient_checkpointing) {
+    s.model->enable_gradient_checkpointing(activation::options_from_config(s.config.activation_checkpointing));
+  }
+  s.engine = std::make_unique<Engine>(initialize(s.model->module(), s.config, {.comm = *s.comm}));
+  const Config& c = s.engine->config();
+  s.micro_batch = c.train_micro_batch_size_per_gpu.value.value_or(1);
+  s.accumulation = c.gradient_accumulation_steps.value.value_or(1);
+  s.global_batch = c.train_batch_size.value.value_or(s.micro_batch);
+  s.leader = checkpoint::leads_save_directory(c.checkpoint.use_node_local_storage, s.comm->rank());
+  // --save_steps 0 with the steps strategy saves nothing, as before HF's strategies existed.
+  s.saves = !args.output_dir.empty() && args.save_strategy != IntervalStrategy::kNo &&
+            !(args.save_strategy == IntervalStrategy::kSteps && args.save_steps == 0);
+  if (s.saves) prepare_output_dir(args.output_dir, s.leader, *s.comm);
+  s.log = std::make_unique<trainer::RunLog>(args, c,
+                                           trainer::RunLogOptions{.leader = s.is_rank0(),
+                                                                  .max_steps = s.state.max_steps,
+                                                                  .steps_per_epoch = s.state.steps_per_epoch,
+                                                                  .metrics_file = options.metrics_file});
+  if (s.is_rank0()) {
+    std::ostringstream line;
+    line << "zerotrain train: " << s.model->describe() << ", " << dtype_name(s.engine->model_dtype()) << ", ZeRO stage "
+         << c.zero_optimization.stage << ", world size " << s.world_size() << ", global batch " << s.global_batch << " ("
+         << s.micro_batch << " x " << s.accumulation << " x " << s.world_size() << "), " << s.state.steps_per_epoch
+         << " steps per epoch, " << s.state.max_steps << " steps";
+    s.log->say(line.str());
+    s.log->say("data: " + data.train->info().description +
+               (data.eval ? "; evaluation: " + data.eval->info().description : ""));
+    if (!precision.empty()) s.log->say(precision);
+  }
+  s.args = std::move(args);
+  s.options = std::move(options);
+  s.data = std::move(data);
+  if (s.args.early_stopping_patience > 0) {
+    s.callbacks.push_back(
+        std::make_shared<EarlyStoppingCallback>(s.args.early_stopping_patience, s.args.early_stopping_threshold));
+  }
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::add_callback(std::shared_ptr<TrainerCallback> callback) { impl_->callbacks.push_back(std::move(callback)); }
+TrainOutput Trainer::train() { return impl_->train(); }
+Metrics Trainer::evaluate() { return impl_->evaluate(); }
+std::string Trainer::save_checkpoint() { return impl_->save(); }
+const TrainerState& Trainer::state() const { return impl_->state; }
+const TrainingArguments& Trainer::args() const { return impl_->args; }
+Engine& Trainer::engine() { return *impl_->engine; }
+models::Model& Trainer::model() { return *impl_->model; }
+
+}  // namespace zerotrain

@@ -1,0 +1,86 @@
+#include "zerotrain/trainer/training_arguments.h"
+
+#include <cmath>
+
+#include "zerotrain/core/error.h"
+#include "zerotrain/core/strings.h"
+
+namespace zerotrain {
+
+IntervalStrategy parse_strategy(const std::string& text, const std::string& flag) {
+  if (text == "no") return IntervalStrategy::kNo;
+  if (text == "steps") return IntervalStrategy::kSteps;
+  if (text == "epoch") return IntervalStrategy::kEpoch;
+  throw UsageError(detail::str(flag, " ", text, ": give no, steps or epoch"));
+}
+
+const char* to_string(IntervalStrategy strategy) {
+  switch (strategy) {
+    case IntervalStrategy::kNo: return "no";
+    case IntervalStrategy::kSteps: return "steps";
+    case IntervalStrategy::kEpoch: return "epoch";
+  }
+  return "?";
+}
+
+void check(const TrainingArguments& a) {
+  std::vector<std::string> problems;
+  auto need = [&](bool ok, std::string what) {
+    if (!ok) problems.push_back(std::move(what));
+  };
+  need(!a.deepspeed.empty(), "--deepspeed FILE: give the DeepSpeed config to train with");
+  need(a.per_device_eval_batch_size > 0,
+       detail::str("--per_device_eval_batch_size ", a.per_device_eval_batch_size, ": must be at least 1"));
+  need(std::isfinite(a.num_train_epochs) && a.num_train_epochs > 0,
+       detail::str("--num_train_epochs ", a.num_train_epochs, ": must be above 0 (or give --max_steps)"));
+  need(a.max_steps == -1 || a.max_steps > 0,
+       detail::str("--max_steps ", a.max_steps, ": must be at least 1, or -1 to train --num_train_epochs"));
+  need(a.logging_steps > 0, detail::str("--logging_steps ", a.logging_steps, ": must be at least 1"));
+  need(!a.eval_steps || *a.eval_steps > 0, detail::str("--eval_steps ", a.eval_steps.value_or(0), ": must be at least 1"));
+  need(a.save_steps >= 0, detail::str("--save_steps ", a.save_steps, ": must be at least 0 (0 saves no checkpoint)"));
+  need(a.save_total_limit >= 0,
+       detail::str("--save_total_limit ", a.save_total_limit, ": must be at least 0 (0 keeps every checkpoint)"));
+  need(a.dataloader_num_workers >= 0 && a.dataloader_num_workers <= 64,
+       detail::str("--dataloader_num_workers ", a.dataloader_num_workers, ": give 0 (load in the training thread) to 64"));
+  need(a.early_stopping_patience >= 0,
+       detail::str("--early_stopping_patience ", a.early_stopping_patience, ": must be at least 0 (0: off)"));
+  need(a.early_stopping_patience == 0 || a.eval_strategy != IntervalStrategy::kNo,
+       "--early_stopping_patience needs evaluations: give --eval_strategy steps or epoch");
+  need(!(a.bf16 && a.fp16), "--bf16 and --fp16: give one of them");
+  for (const auto& r : a.report_to) {
+    need(r == "tensorboard" || r == "csv" || r == "jsonl" || r == "none" || r == "all",
+         detail::str("--report_to ", r, ": give tensorboard, csv, jsonl, all (= tensorboard) or none; several may be ",
+                     "given. HF's other integrations (wandb, mlflow, ...) are not in zerotrain"));
+  }
+  if (!problems.empty()) {
+    std::string text = problems.size() == 1 ? problems.front() : "the training arguments have problems:";
+    if (problems.size() > 1) {
+      for (const auto& p : problems) text += "\n  - " + p;
+    }
+    throw UsageError(text);
+  }
+}
+
+config::TrainerArgs to_trainer_args(const TrainingArguments& a, int64_t world_size, std::optional<int64_t> hidden_size,
+                                    int64_t num_training_steps) {
+  config::TrainerArgs t;
+  t.world_size = world_size;
+  t.per_device_train_batch_size = a.per_device_train_batch_size;
+  t.gradient_accumulation_steps = a.gradient_accumulation_steps;
+  t.max_grad_norm = a.max_grad_norm;
+  t.learning_rate = a.learning_rate;
+  t.adam_beta1 = a.adam_beta1;
+  t.adam_beta2 = a.adam_beta2;
+  t.adam_epsilon = a.adam_epsilon;
+  t.weight_decay = a.weight_decay;
+  t.fp16 = a.fp16;
+  t.bf16 = a.bf16;
+  t.warmup_steps = a.warmup_steps;
+  t.warmup_ratio = a.warmup_ratio;
+  t.seed = a.seed;
+  t.num_training_steps = num_training_steps;
+  t.hidden_size = hidden_size;
+  return t;
+}
+
+}  // namespace zerotrain
