@@ -136,6 +136,40 @@ expect train_fp16_overflow_stops 9 "OVERFLOW! Rank 0 Skipping step. Attempted lo
   "[fp16] stopping: 4 steps in a row were skipped" "Parameters whose gradients overflowed first" "ln_f.bias: step 0; 4" \
   "no step has succeeded yet" "train in bf16 instead" -- "$zt" train --model gpt --deepspeed "$tmp/fp16_hopeless.json" --fp16 --max_steps 10
 
+# The Trainer's flags (docs/trainer.md): datasets, models that cannot train on them, HF's
+# flags that fix a mismatched config, the blocks it creates, timers, gradient checkpointing.
+expect dataset_unknown 2 "unknown dataset \"fashion_mnist\"" "did you mean fashion-mnist?" -- "${train2[@]}" --dataset fashion_mnist --max_steps 1
+expect dataset_missing_file 7 "$tmp/none.txt" -- "$zt" train --model gpt --dataset "text:$tmp/none.txt" \
+  --deepspeed "$root/examples/ds_config_train_zero2.json" --max_steps 1
+expect convnet_on_text 2 "--model convnet trains on images" -- "$zt" train --model convnet --dataset synthetic \
+  --deepspeed "$root/examples/ds_config_train_zero2.json" --max_steps 1
+expect classes_disagree 2 "--model_config n_classes=5 but fashion-mnist has n_classes=10" -- "$zt" train --model convnet \
+  --model_config n_classes=5 --dataset fashion-mnist --deepspeed "$root/examples/ds_config_train_zero2.json" --max_steps 1
+expect strategy_typo 2 "--eval_strategy epochs: give no, steps or epoch" -- "${train2[@]}" --eval_strategy epochs --max_steps 1
+expect scheduler_type_bad 2 "--lr_scheduler_type polynomial: give linear, cosine" -- "$zt" train --model mlp \
+  --deepspeed "$root/examples/ds_config_fashion_zero2.json" --lr_scheduler_type polynomial --max_steps 1
+# examples/ds_config_zero2.json sets betas (0.9, 0.95), weight decay 0.1, 1000 steps with 100 of
+# warmup: HF's defaults mismatch it, and the flags that match it train it.
+zero2=("$zt" train --model mlp --deepspeed "$root/examples/ds_config_zero2.json" --per_device_train_batch_size 8
+  --gradient_accumulation_steps 4 --bf16 --learning_rate 3e-4 --weight_decay 0.1 --warmup_steps 100 --max_steps 1000
+  --logging_steps 500)
+expect example_zero2_mismatch 3 "optimizer.params.betas=[0.9, 0.95] vs hf adam_beta1+adam_beta2=[0.9, 0.999]" -- "${zero2[@]}"
+expect example_zero2_trains 0 "step 1000/1000" -- "${zero2[@]}" --adam_beta2 0.95
+# No optimizer or scheduler block: AdamW and the linear schedule from the flags.
+expect blocks_created 0 "optimizer.type" "\"AdamW\"" "[auto]" "scheduler.type" "WarmupDecayLR" -- "$zt" train --model mlp \
+  --deepspeed "$root/examples/ds_config_fashion_zero2.json" --max_steps 2
+cat >"$tmp/timers.json" <<'JSON'
+{"train_micro_batch_size_per_gpu": "auto", "wall_clock_breakdown": true, "steps_per_print": 2}
+JSON
+expect wall_clock_breakdown 0 "time (ms) | forward: " "| backward: " "| step: " -- "$zt" train --model mlp \
+  --deepspeed "$tmp/timers.json" --max_steps 4
+expect gradient_checkpointing_gpt 0 "step 2/2" -- "$zt" train --model gpt --dataset kjv --model_config block_size=64 \
+  --deepspeed "$root/examples/ds_config_train_zero2.json" --gradient_checkpointing --max_steps 2 --logging_steps 1
+expect gradient_checkpointing_convnet 2 "--gradient_checkpointing: --model convnet does not support it" -- \
+  "$zt" train --model convnet --dataset fashion-mnist --deepspeed "$root/examples/ds_config_fashion_zero2.json" \
+  --gradient_checkpointing --max_steps 1
+expect report_bf16_choice 0 "bf16 in hardware" "--bf16_if_native picks" -- "$zt" report
+
 # zerotrain estimate and advise.
 expect estimate_guide 0 "SW: Model with 2783M total params, 65M largest layer params." \
   "   70.00GB |   0.25GB | offload_param=cpu , offload_optimizer=cpu , zero_init=1" \

@@ -39,4 +39,17 @@ assert tensors["conv1.module.weight"].shape == (32, 1, 3, 3), tensors["conv1.mod
 assert tensors["fc2.module.weight"].shape == (10, 128), tensors["fc2.module.weight"].shape
 print("consolidated:", ", ".join(f"{n} {tuple(tensors[n].shape)}" for n in names))
 PY
+# --report_to tensorboard: TensorBoard's own reader finds the training and evaluation scalars.
+"$PYTHON" - "$out/run/tensorboard" <<'PY' || fail "TensorBoard cannot read the event files"
+import sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+events = EventAccumulator(sys.argv[1])
+events.Reload()
+tags = events.Tags()["scalars"]
+for tag in ("train/loss", "train/learning_rate", "train/epoch", "eval/loss", "eval/accuracy"):
+    assert tag in tags, (tag, tags)
+accuracy = events.Scalars("eval/accuracy")[-1].value
+assert 0.4 <= accuracy <= 1.0, accuracy
+print("tensorboard:", len(tags), "scalar tags; eval/accuracy", round(accuracy, 4))
+PY
 echo "PASS"
