@@ -27,11 +27,15 @@ constexpr const char* kLevelNames = "trace, debug, info, warning, error, critica
 std::optional<spdlog::level::level_enum> parse_level(std::string_view name) {
   std::string lower(name);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (lower == "warning") lower = "warn";
-  if (lower == "error") lower = "err";
+  // spdlog names its levels "warning" and "error" in some versions, "warn" and "err" in
+  // others; both spellings are accepted whichever this build has.
+  const std::string alias = lower == "warning" ? "warn" : lower == "warn" ? "warning"
+                            : lower == "error"  ? "err"  : lower == "err"  ? "error" : lower;
   for (int l = spdlog::level::trace; l <= spdlog::level::off; ++l) {
     const auto level = static_cast<spdlog::level::level_enum>(l);
-    if (spdlog::level::to_string_view(level) == lower) return level;
+    const auto spdlog_name = spdlog::level::to_string_view(level);
+    const std::string_view name_of_level(spdlog_name.data(), spdlog_name.size());
+    if (name_of_level == lower || name_of_level == alias) return level;
   }
   return std::nullopt;
 }
