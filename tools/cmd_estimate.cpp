@@ -59,7 +59,7 @@ const char* const kSetupFlags[] = {"--world_size", "--micro_batch", "--seq_len",
 const char* const kClusterFlags[] = {"--num_gpus_per_node", "--num_nodes", "--additional_buffer_factor"};
 
 void add_model_options(CLI::App* cmd, ModelOptions& m) {
-  cmd->add_option("--model", m.model, "A built-in model: gpt or mlp");
+  cmd->add_option("--model", m.model, "A built-in model: gpt, mlp or convnet (its activations are not estimated)");
   cmd->add_option("--model_config", m.model_config, "preset=NAME,key=value,... (as zerotrain train)");
 }
 

@@ -145,7 +145,7 @@ expect train_fp16_overflow_stops 9 "OVERFLOW! Rank 0 Skipping step. Attempted lo
 expect dataset_unknown 2 "unknown dataset \"fashion_mnist\"" "did you mean fashion-mnist?" -- "${train2[@]}" --dataset fashion_mnist --max_steps 1
 expect dataset_missing_file 7 "$tmp/none.txt" -- "$zt" train --model gpt --dataset "text:$tmp/none.txt" \
   --deepspeed "$root/examples/ds_config_train_zero2.json" --max_steps 1
-expect convnet_on_text 2 "--model convnet trains on images" -- "$zt" train --model convnet --dataset synthetic \
+expect convnet_on_synthetic 2 "--model convnet has no synthetic data" -- "$zt" train --model convnet --dataset synthetic \
   --deepspeed "$root/examples/ds_config_train_zero2.json" --max_steps 1
 expect classes_disagree 2 "--model_config n_classes=5 but fashion-mnist has n_classes=10" -- "$zt" train --model convnet \
   --model_config n_classes=5 --dataset fashion-mnist --deepspeed "$root/examples/ds_config_train_zero2.json" --max_steps 1
@@ -172,6 +172,9 @@ expect gradient_checkpointing_gpt 0 "step 2/2" -- "$zt" train --model gpt --data
 expect gradient_checkpointing_convnet 2 "--gradient_checkpointing: --model convnet does not support it" -- \
   "$zt" train --model convnet --dataset fashion-mnist --deepspeed "$root/examples/ds_config_fashion_zero2.json" \
   --gradient_checkpointing --max_steps 1
+expect convnet_on_text 2 "--model convnet trains on images" -- "$zt" train --model convnet --dataset kjv \
+  --deepspeed "$root/examples/ds_config_train_zero2.json" --max_steps 1
+expect estimate_convnet 0 "convnet (1x28x28 -> conv 32, conv 64 -> 128 -> 10)" -- "$zt" estimate --detailed --model convnet
 expect report_bf16_choice 0 "bf16 in hardware" "--bf16_if_native picks" -- "$zt" report
 
 # zerotrain estimate and advise.

@@ -70,9 +70,10 @@ class ConvNet final : public Model {
 };
 
 Fields from_data(const DataShape& data) {
+  // No dataset (the estimator, advise): the preset's Fashion-MNIST shape.
+  if (data.kind == DataShape::Kind::kSynthetic) return {};
   ZT_CHECK(data.kind == DataShape::Kind::kImages, UsageError, "--model convnet trains on images: give --dataset ",
-           "fashion-mnist, cifar10:PATH or mnist:PATH (", data.kind == DataShape::Kind::kText ? data.name : "synthetic",
-           " is not one)");
+           "fashion-mnist, cifar10:PATH or mnist:PATH (", data.name, " is not one)");
   ZT_CHECK(pooled_side(data.height) >= 1 && pooled_side(data.width) >= 1, UsageError, "--model convnet: ", data.name,
            "'s images are ", data.height, "x", data.width, "; two 3x3 convolutions and 2x2 pools need at least 10x10");
   return {{"in_channels", data.channels}, {"height", data.height}, {"width", data.width}, {"n_classes", data.classes}};
