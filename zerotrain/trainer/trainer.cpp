@@ -185,6 +185,7 @@ TrainOutput Trainer::train() { return impl_->train(); }
 Metrics Trainer::evaluate() { return impl_->evaluate(); }
 std::string Trainer::save_checkpoint() { return impl_->save(); }
 const TrainerState& Trainer::state() const { return impl_->state; }
+bool Trainer::is_world_process_zero() const { return impl_->is_rank0(); }
 const TrainingArguments& Trainer::args() const { return impl_->args; }
 Engine& Trainer::engine() { return *impl_->engine; }
 models::Model& Trainer::model() { return *impl_->model; }

@@ -75,6 +75,7 @@ class Trainer {
   std::string save_checkpoint();
 
   const TrainerState& state() const;
+  bool is_world_process_zero() const;   // rank 0: the one that prints and writes logs, as HF's
   const TrainingArguments& args() const;
   Engine& engine();
   models::Model& model();
