@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 
 #include "zerotrain/activation/checkpoint.h"
 #include "zerotrain/checkpoint/locate.h"

@@ -1,7 +1,7 @@
 // zerotrain::TrainingArguments: HF's TrainingArguments for the C++ Trainer, with HF's
 // names and defaults (transformers.TrainingArguments), so that a ds_config's "auto" values
 // are filled, and checked, exactly as the HF Trainer does. `zerotrain train` has one flag
-// per field (tools/train_flags.cpp), spelled as HF's.
+// per field (tools/cmd_train.cpp), spelled as HF's.
 #pragma once
 
 #include <cstdint>
