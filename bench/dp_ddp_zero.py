@@ -162,18 +162,9 @@ def worker(args):
     torch.manual_seed(SEED)
     model = make_convnet()
     info["parameters"] = sum(p.numel() for p in model.parameters())
-    if kind.startswith("single"):
-        net = nn.DataParallel(model)  # no CUDA device: it calls the module directly
-        opt = torch.optim.Adam(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=0.0)
-
-        def train_step(x, y):
-            loss = F.cross_entropy(net(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-    elif kind == "ddp":
-        net = nn.parallel.DistributedDataParallel(model)
+    if kind.startswith("single") or kind == "ddp":
+        # One process: DataParallel, which on a host without CUDA calls the module directly.
+        net = nn.DataParallel(model) if kind.startswith("single") else nn.parallel.DistributedDataParallel(model)
         opt = torch.optim.Adam(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=0.0)
 
         def train_step(x, y):
