@@ -15,6 +15,7 @@
 #include "tools/torch_info.h"
 #include "zerotrain/comm/report.h"
 #include "zerotrain/core/env.h"
+#include "zerotrain/io/io_engine.h"
 #include "zerotrain/version.h"
 
 namespace zerotrain::tools {
@@ -104,6 +105,9 @@ Command add_report_command(CLI::App& app) {
               for (const auto& b : comm::backend_reports()) {
                 out["comm_backends"][b.name] = {{"status", b.status}, {"composed", b.composed}};
               }
+              for (const auto& e : io::probe_engines()) {
+                out["io_engines"][io::engine_kind_name(e.kind)] = {{"available", e.available}, {"detail", e.detail}};
+              }
               std::cout << out.dump(2) << "\n";
               return 0;
             }
@@ -137,6 +141,11 @@ Command add_report_command(CLI::App& app) {
             for (const auto& b : comm::backend_reports()) {
               print_row(b.name, b.status);
               for (const auto& c : b.composed) std::cout << "      composed: " << c << "\n";
+            }
+            // NVMe offload's engines, in the order auto tries them (docs/io.md).
+            std::cout << "IO engines (NVMe offload)\n";
+            for (const auto& e : io::probe_engines()) {
+              print_row(io::engine_kind_name(e.kind), std::string(e.available ? "yes: " : "no: ") + e.detail);
             }
             return 0;
           }};

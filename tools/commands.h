@@ -30,6 +30,7 @@ Command add_estimate_command(CLI::App& app);
 Command add_advise_command(CLI::App& app);
 Command add_zero_to_fp32_command(CLI::App& app);
 Command add_checkpoint_command(CLI::App& app);
+Command add_io_bench_command(CLI::App& app);
 
 // One line: "zerotrain 0.1.0 (LibTorch 2.15.0, GNU 12.2.0, RelWithDebInfo)".
 std::string version_line();

@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
   std::vector<zt::Command> commands = {zt::add_report_command(app), zt::add_config_command(app),
                                        zt::add_launch_command(app), zt::add_train_command(app),
                                        zt::add_estimate_command(app), zt::add_advise_command(app),
-                                       zt::add_zero_to_fp32_command(app), zt::add_checkpoint_command(app)};
+                                       zt::add_zero_to_fp32_command(app), zt::add_checkpoint_command(app),
+                                       zt::add_io_bench_command(app)};
   try {
     // The launched program's own arguments never go through CLI11.
     std::vector<std::string> args(argv, argv + argc);
