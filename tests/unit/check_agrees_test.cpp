@@ -1,7 +1,8 @@
 // What `zerotrain config check` accepts, the engine runs, and the other way round: every
 // config of the conformance corpus (shared/conformance/ds_configs) goes through the checks
 // `config check` runs at world size 1 and through initialize on a small model (its "auto"
-// values filled with the Trainer's defaults, a client optimizer where the file has none).
+// values filled with the Trainer's defaults, a client optimizer where the file has none,
+// or with optimizer offload an AdamW block).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -32,6 +33,13 @@ std::string check_verdict(const std::filesystem::path& file) {
 std::string engine_verdict(const std::filesystem::path& file) {
   try {
     auto c = zerotrain::Config::from_file(file.string());
+    // Offload steps its own fused Adam, so there a config without an optimizer gets an
+    // AdamW block (as `zerotrain train` adds one), not a client optimizer.
+    const auto& offload = c.zero_optimization.offload_optimizer;
+    const bool offloads = offload && offload->device != config::OffloadDevice::kNone;
+    if (offloads && !c.optimizer) {
+      c.optimizer = zerotrain::Config::from_string(R"({"optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})").optimizer;
+    }
     // The Trainer's arguments as a user of this config passes them: its precision flags.
     const config::TrainerArgs args{.fp16 = c.fp16_enabled(), .bf16 = c.bf16_enabled(), .num_training_steps = 10,
                                    .hidden_size = 16};

@@ -115,11 +115,11 @@ TEST(EngineApi, ErrorsNameTheProblem) {
     auto c = zerotrain::Config::from_string(R"({"train_batch_size": 4})");
     EXPECT_THROW(zerotrain::initialize(net.ptr(), c, {.comm = zerotrain::comm::Communicator::make_thread_world(1)[0]}),
                  zerotrain::ConfigError);
-    // Offload is what this engine does not run yet: refused as the config is read, as
-    // `config check` refuses it (exit 4).
+    // What this engine does not run (optimizer offload with Adagrad: the offloaded step is
+    // Adam's) is refused as the config is read, as `config check` refuses it (exit 4).
     EXPECT_THROW(zerotrain::Config::from_string(
-                     R"({"train_batch_size": 4, "optimizer": {"type": "Adam", "params": {}},
-                         "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}})"),
+                     R"({"train_batch_size": 4, "optimizer": {"type": "Adagrad", "params": {}},
+                         "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}})"),
                  zerotrain::NotSupported);
   }
 }

@@ -103,13 +103,13 @@ void check_scheduler(const Config& c, Diagnostics& diags) {
 // here, so that `config check` and the engine's start-up (finalize) say the same.
 void check_runnable(const Config& c, Diagnostics& diags) {
   const auto& z = c.zero_optimization;
-  if (offloads(z.offload_optimizer)) {
-    diags.not_supported("zero_optimization.offload_optimizer.device", "CPU/NVMe optimizer offload",
-                        "set offload_optimizer.device to \"none\" (or remove the block) for now");
-  }
-  if (offloads(z.offload_param)) {
-    diags.not_supported("zero_optimization.offload_param.device", "CPU/NVMe parameter offload",
-                        "set offload_param.device to \"none\" (or remove the block) for now");
+  // The offloaded step is DeepSpeedCPUAdam's fused update; DeepSpeed also has CPU Adagrad
+  // and Lion for offload, which this engine does not.
+  if (offloads(z.offload_optimizer) && c.optimizer && !c.optimizer->type.empty() &&
+      c.optimizer->kind != OptimizerKind::kAdam && c.optimizer->kind != OptimizerKind::kAdamW) {
+    diags.not_supported("zero_optimization.offload_optimizer.device",
+                        "optimizer offload with " + c.optimizer->type + " (the offloaded step is Adam's)",
+                        "use Adam or AdamW, or set offload_optimizer.device to \"none\"");
   }
 }
 

@@ -133,7 +133,10 @@ struct ZeroConfig {
     v.field("use_all_reduce_for_fetch_params", use_all_reduce_for_fetch_params,
             {.alias = "stage3_use_all_reduce_for_fetch_params", .unsupported = "all-reduce parameter fetch"});
     v.field("ignore_unused_parameters", ignore_unused_parameters);
-    v.field("round_robin_gradients", round_robin_gradients, {.unsupported = "round-robin gradient placement"});
+    // DeepSpeed's round robin spreads the copies of gradients to host memory over the ranks
+    // (a speed-up of its GPU-to-CPU offload); the numbers do not change, and here gradients
+    // are in host memory already, so it is accepted and has nothing to do.
+    v.field("round_robin_gradients", round_robin_gradients);
     v.field("zero_hpz_partition_size", zero_hpz_partition_size, {.min = 0, .unsupported = "ZeRO++ hierarchical partitioning"});
     v.field("zero_quantized_weights", zero_quantized_weights, {.unsupported = "ZeRO++ quantized weights"});
     v.field("zero_quantized_nontrainable_weights", zero_quantized_nontrainable_weights,

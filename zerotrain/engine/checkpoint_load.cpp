@@ -270,9 +270,10 @@ void commit(EngineState& s, Plan& st, const checkpoint::Manifest& m, const Check
 
 }  // namespace
 
-std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_dir, const std::string& tag_in,
-                                                        const CheckpointLoadOptions& options) {
-  EngineState& s = *state_;
+namespace {
+
+std::optional<LoadedCheckpoint> load_into(EngineState& s, const std::string& load_dir, const std::string& tag_in,
+                                          const CheckpointLoadOptions& options) {
   std::string tag = tag_in;
   if (tag.empty()) {
     const std::optional<std::string> latest = checkpoint::read_latest_tag(load_dir);
@@ -327,6 +328,15 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
                 ", ", dtype_name(s.precision.model), "), global step ", s.global_steps);
   }
   return LoadedCheckpoint{tag_dir.string(), m.client_state};
+}
+
+}  // namespace
+
+std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_dir, const std::string& tag_in,
+                                                        const CheckpointLoadOptions& options) {
+  // With optimizer offload the states are read from their store, loaded, and sent back.
+  EngineState& s = *state_;
+  return s.with_states_in_memory([&] { return load_into(s, load_dir, tag_in, options); });
 }
 
 }  // namespace zerotrain

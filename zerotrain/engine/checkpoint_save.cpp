@@ -229,19 +229,21 @@ void Engine::save_checkpoint(const std::string& save_dir, const std::string& tag
     engine::detail::throw_if_any_failed(statuses, what);
   };
 
-  std::vector<std::string> state_names;
-  if (s.optimizer && !s.groups.empty()) {
-    for (const auto& [name, t] : s.optimizer->state(s.groups.front().index)) state_names.push_back(name);
-  }
   if (s.client_optimizer && s.comm.rank() == 0) {
     ZT_LOG_WARN("save_checkpoint: the state of a client optimizer is not saved (only the weights, the schedule and "
                 "the counters); resume with load_optimizer_states=false or configure the optimizer in the config");
   }
-  std::vector<at::Tensor> keep;
+  std::vector<std::string> state_names;
+  std::vector<at::Tensor> keep;   // holds the states the file points into, offloaded or not
   checkpoint::PreparedFile file;
   RankStatus sized;
   sized.error = capture([&] {
-    file = checkpoint::prepare_safetensors(rank_tensors(s, state_names, keep), {{"format", "zerotrain-rank-file"}}, true);
+    s.with_states_in_memory([&] {
+      if (s.optimizer && !s.groups.empty()) {
+        for (const auto& [name, t] : s.optimizer->state(s.groups.front().index)) state_names.push_back(name);
+      }
+      file = checkpoint::prepare_safetensors(rank_tensors(s, state_names, keep), {{"format", "zerotrain-rank-file"}}, true);
+    });
     sized.values[0] = file.bytes();
   });
   const auto sizes = engine::detail::exchange_status(s.comm, sized);

@@ -7,6 +7,7 @@
 #include <torch/optim/adamw.h>
 
 #include <cmath>
+#include <filesystem>
 #include <exception>
 #include <utility>
 #include <unordered_map>
@@ -17,6 +18,8 @@
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
 #include "zerotrain/engine/engine_state.h"
+#include "zerotrain/io/from_config.h"
+#include "zerotrain/offload/param_swap_nvme.h"
 #include "zerotrain/precision/from_config.h"
 #include "zerotrain/stages/stage3/preshard.h"
 
@@ -140,28 +143,22 @@ void flat_step(EngineState& s, const std::vector<at::Tensor>& grads) {
   }
 }
 
-// `grads`: each group's fp32 gradients, unscaled and clipped.
-void optimizer_step(EngineState& s, const std::vector<at::Tensor>& grads) {
-  if (s.client_optimizer) {
-    client_step(s, grads);
-  } else {
-    flat_step(s, grads);
-  }
-  s.stage->publish_weights(s.groups);
-}
-
 // DeepSpeed's unscale_and_clip_grads: one factor undoes the loss scale and clips to
 // gradient_clipping; `norm` is of the unscaled gradients, and `scale` is the one backward
 // used. (DeepSpeed divides by the scale after its update, so on a step where the scale
 // doubles its gradients come out half size; we use the scale the gradients carry.)
-// Returns each group's gradients in fp32, ready for the optimizer.
-std::vector<at::Tensor> unscaled_fp32_gradients(EngineState& s, double norm, double scale) {
+double gradient_divisor(const EngineState& s, double norm, double scale) {
   double combined = scale;
   const double clip_to = s.config.gradient_clipping.value;
   if (clip_to > 0 && norm > 0) {
     const double clip = (norm + 1e-6) / clip_to;
     if (clip > 1) combined *= clip;
   }
+  return combined;
+}
+
+// Each group's gradients in fp32, divided by `combined`, ready for the optimizer.
+std::vector<at::Tensor> unscaled_fp32_gradients(EngineState& s, double combined) {
   std::vector<at::Tensor> grads;
   int64_t copies_nbytes = 0;
   for (GroupState& g : s.groups) {
@@ -175,6 +172,49 @@ std::vector<at::Tensor> unscaled_fp32_gradients(EngineState& s, double norm, dou
   }
   s.meter.note_temporary(copies_nbytes);
   return grads;
+}
+
+// The update of every group from this step's gradients (`norm`: their unscaled global
+// norm; `scale`: the loss scale they carry), and the new weights into every rank's model.
+void optimizer_step(EngineState& s, double norm, double scale) {
+  const double combined = gradient_divisor(s, norm, scale);
+  if (s.offload) {
+    // The offloaded step reads the gradients where they are and unscales them on the fly.
+    s.offload->step(s.groups, *s.optimizer, *s.stage, combined);
+  } else if (s.client_optimizer) {
+    client_step(s, unscaled_fp32_gradients(s, combined));
+  } else {
+    flat_step(s, unscaled_fp32_gradients(s, combined));
+  }
+  s.stage->publish_weights(s.groups);
+}
+
+// offload_param "nvme" (docs/offload.md): stage 3 keeps each rank's parameter shard on disk.
+// "cpu" keeps it in host memory, which is where it is anyway without a GPU.
+std::shared_ptr<stages::stage3::ParamSwap> param_swap(const Config& c, const stages::StageTraits& traits, int rank) {
+  const auto& block = c.zero_optimization.offload_param;
+  if (!block || block->device != config::OffloadDevice::kNvme || !traits.shards_parameters) return nullptr;
+  const std::string dir = (std::filesystem::path(block->nvme_path.value_or(".")) / "zerotrain_offload" / "params" /
+                           ("rank" + std::to_string(rank)))
+                              .string();
+  return offload::make_nvme_param_swap(dir, io::aio_options(c.aio));
+}
+
+// offload_optimizer (docs/offload.md): the master weights and Adam moments move to the
+// offload store, in host memory or on disk.
+void start_offload(EngineState& s) {
+  const auto& block = s.config.zero_optimization.offload_optimizer;
+  if (!block || block->device == config::OffloadDevice::kNone) return;
+  ZT_CHECK(!s.client_optimizer, ConfigError, "zero_optimization.offload_optimizer steps with DeepSpeedCPUAdam's fused "
+           "update on states it keeps, so a client optimizer cannot be offloaded (DeepSpeed refuses it too unless it "
+           "is a DeepSpeedCPUAdam; zero_force_ds_cpu_optimizer: false does not lift this here); put the optimizer in the "
+           "config's \"optimizer\" block (`zerotrain train` adds AdamW when it has none), or remove offload_optimizer");
+  offload::OptimizerOffloadOptions o;
+  o.block = *block;
+  o.aio = s.config.aio;
+  o.sub_group_size = s.config.zero_optimization.sub_group_size;
+  o.rank = s.comm.rank();
+  s.offload = std::make_unique<offload::OptimizerOffload>(o, s.groups, *s.optimizer);
 }
 
 // Floating-point parameters and buffers into the training dtype, as DeepSpeed's engine
@@ -209,7 +249,8 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   s->overlap_comm = s->config.zero_optimization.effective_overlap_comm();
   s->ignore_unused_parameters = s->config.zero_optimization.ignore_unused_parameters;
   s->precision = precision::dtypes_from_config(s->config);
-  s->stage = stages::make_stage(traits, {s->comm, s->precision, &s->meter, &s->config.zero_optimization});
+  s->stage = stages::make_stage(traits, {s->comm, s->precision, &s->meter, &s->config.zero_optimization,
+                                         param_swap(s->config, traits, s->comm.rank())});
   if (s->config.fp16_enabled()) {
     s->scaler.emplace(precision::loss_scaler_options(s->config));
     s->watch.emplace(precision::overflow_watch_options(s->config));
@@ -230,6 +271,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
                                               : options.param_groups;
   for (const auto& spec : specs) s->groups.push_back(make_group(spec, names, *s));
   s->stage->finish_setup();
+  start_offload(*s);
   if (s->client_optimizer) {
     // The client steps the engine's shard of each group: a leaf alias of it, so that its
     // in-place update (under torch's NoGradGuard) lands in the engine's buffer.
@@ -256,6 +298,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
     // DeepSpeed logs its whole configuration at start-up; so does this engine, with where
     // each value came from (the file, "auto", derived, default).
     ZT_LOG_INFO("effective config (value [source]):\n", config::effective_table(s->config));
+    if (s->offload) ZT_LOG_INFO("engine: ", s->offload->describe());
   }
   return Engine(std::move(s));
 }
@@ -298,7 +341,7 @@ void Engine::step() {
   if (check.overflow) {
     ++s.skipped_steps;   // DeepSpeed: no update, the schedule not stepped; the step counts
   } else {
-    optimizer_step(s, unscaled_fp32_gradients(s, *s.global_grad_norm, scale));
+    optimizer_step(s, *s.global_grad_norm, scale);
     if (s.schedule) {
       s.schedule->step();
       s.apply_schedule();
@@ -369,7 +412,12 @@ GatheredParameters::GatheredParameters(Engine& engine, std::vector<at::Tensor> p
 void GatheredParameters::close() {
   if (!std::exchange(open_, false)) return;
   at::NoGradGuard no_grad;
-  state_->stage->end_user_gather(state_->groups, token_, modifier_rank_);
+  // A modifier's values become the master weights too: with offload, the master is brought in.
+  if (modifier_rank_) {
+    state_->with_states_in_memory([&] { state_->stage->end_user_gather(state_->groups, token_, modifier_rank_); });
+  } else {
+    state_->stage->end_user_gather(state_->groups, token_, modifier_rank_);
+  }
 }
 
 GatheredParameters::~GatheredParameters() noexcept(false) {

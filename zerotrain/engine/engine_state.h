@@ -8,6 +8,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <algorithm>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/config/config.h"
 #include "zerotrain/engine/engine.h"
+#include "zerotrain/offload/optimizer_offload.h"
 #include "zerotrain/optim/flat_optimizer.h"
 #include "zerotrain/optim/lr_schedule.h"
 #include "zerotrain/precision/dtypes.h"
@@ -50,6 +52,7 @@ struct EngineState {
   std::unique_ptr<optim::FlatOptimizer> optimizer;            // from the config, or
   std::shared_ptr<torch::optim::Optimizer> client_optimizer;  // the user's
   std::unique_ptr<optim::LrSchedule> schedule;
+  std::unique_ptr<offload::OptimizerOffload> offload;         // offload_optimizer: cpu or nvme
   // The AccumulateGrad nodes carrying our hooks (autograd only holds them weakly), with each
   // hook's key: the hooks point at this state and are removed with it.
   std::vector<std::pair<c10::intrusive_ptr<torch::autograd::Node>, uintptr_t>> accumulators;
@@ -83,6 +86,11 @@ struct EngineState {
 
   // engine.cpp: each group's lr (and betas) from the schedule's current iteration.
   void apply_schedule();
+  // Runs `f` with every group's master weights and optimizer states in memory (g.master and
+  // optimizer->state), as checkpoints and user edits of the weights need them; with
+  // optimizer offload they are brought in from the store and sent back after.
+  template <class F>
+  decltype(auto) with_states_in_memory(F&& f);
 
   // grad_sync.cpp
   void install_hooks();   // and creates the reducer
@@ -104,5 +112,26 @@ struct EngineState {
   void stop_if_not_finite(double grad_norm);
   std::optional<int64_t> last_finite_norm_step;   // for the diagnosis
 };
+
+template <class F>
+decltype(auto) EngineState::with_states_in_memory(F&& f) {
+  if (!offload) return f();
+  offload->bring_in(groups, *optimizer);
+  struct SendOut {
+    EngineState* s;
+    ~SendOut() noexcept(false) {
+      if (std::uncaught_exceptions() == 0) {
+        s->offload->send_out(s->groups, *s->optimizer);
+        return;
+      }
+      try {   // unwinding: the error in flight is the one to report
+        s->offload->send_out(s->groups, *s->optimizer);
+      } catch (const std::exception& e) {
+        s->damaged_by_load = std::string("the offloaded optimizer states could not be written back: ") + e.what();
+      }
+    }
+  } send_out{this};
+  return f();
+}
 
 }  // namespace zerotrain::engine::detail

@@ -25,6 +25,9 @@ class Adam final : public FlatOptimizer {
     const AdamOptions o{h.lr, h.betas[0], h.betas[1], eps_, h.weight_decay, adamw_mode_, bias_correction_};
     fused_adam_step(o, next_step(group), params, grads, s["exp_avg"], s["exp_avg_sq"]);
   }
+  std::optional<AdamOptions> fused_adam_options(const GroupHyper& h) const override {
+    return AdamOptions{h.lr, h.betas[0], h.betas[1], eps_, h.weight_decay, adamw_mode_, bias_correction_};
+  }
 
  private:
   double eps_;

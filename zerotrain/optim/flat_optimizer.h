@@ -6,9 +6,12 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "zerotrain/optim/fused_adam.h"
+
 #include <array>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -42,6 +45,12 @@ class FlatOptimizer {
   // others ignore it. State is created on a group's first step.
   virtual void step(size_t group, const at::Tensor& params, const at::Tensor& grads, const GroupHyper& hyper,
                     std::span<const int64_t> segment_numels = {}) = 0;
+
+  // Optimizer offload (zerotrain/offload/) runs Adam's update itself, a sub-group at a time,
+  // on states it keeps: the options of a step with `hyper` (none: not an Adam), and the
+  // step's number for `group`, counted as step() counts it.
+  virtual std::optional<AdamOptions> fused_adam_options(const GroupHyper& hyper) const { return std::nullopt; }
+  int64_t count_step(size_t group) { return next_step(group); }
 
   // Steps taken by a group, and its state tensors by name ("exp_avg", ...).
   int64_t steps(size_t group) const;

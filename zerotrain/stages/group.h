@@ -29,6 +29,10 @@ struct GroupState {
   std::vector<at::Tensor> staging;   // per bucket: (bucket numel,) comm dtype while it fills (stage 2)
   std::vector<bool> arrived;         // per parameter, in this backward
   at::Tensor client_param;           // with a client optimizer: a leaf alias of the weights it steps
+  // Optimizer offload (zerotrain/offload/): the step wrote this rank's updated weights into
+  // the parameters itself, from a master that lives in the offload store; publish_weights
+  // only spreads them. False while the master is in `master` (before a step, checkpoints).
+  bool weights_in_place = false;
 
   // The weights an optimizer steps: the fp32 master, or the parameters themselves.
   at::Tensor& stepped_weights() { return master.defined() ? master : flat; }

@@ -13,12 +13,24 @@ std::vector<GradientPiece> ShardedStage::gradient_pieces(const GroupState& g) co
   return pieces;
 }
 
+std::vector<ShardPiece> ShardedStage::weight_pieces(GroupState& g) {
+  std::vector<ShardPiece> pieces;
+  for (const auto& b : g.layout.buckets()) {
+    pieces.push_back({b.shard_offset, b.chunk.numel, g.flat.scalar_type(),
+                      g.flat.narrow(0, b.flat.offset + b.chunk.offset, b.chunk.numel)});
+  }
+  return pieces;
+}
+
 void ShardedStage::publish_weights(std::vector<GroupState>& groups) {
   std::vector<comm::Work> gathers;
   for (GroupState& g : groups) {
     for (const auto& b : g.layout.buckets()) {
-      const at::Tensor mine = g.master.narrow(0, b.shard_offset, b.chunk.numel);
-      gathers.push_back(ctx_.comm.all_gather(mine.to(g.flat.scalar_type()), g.flat.narrow(0, b.flat.offset, b.flat.numel)));
+      // The all-gather's input is a copy: with offload it would otherwise alias its output.
+      const at::Tensor mine = g.weights_in_place
+                                  ? g.flat.narrow(0, b.flat.offset + b.chunk.offset, b.chunk.numel).clone()
+                                  : g.master.narrow(0, b.shard_offset, b.chunk.numel).to(g.flat.scalar_type());
+      gathers.push_back(ctx_.comm.all_gather(mine, g.flat.narrow(0, b.flat.offset, b.flat.numel)));
     }
   }
   comm::wait_all(gathers);

@@ -34,11 +34,29 @@ struct GradientPiece {
   int64_t numel;
 };
 
+// A stretch of this rank's shard of a group (`numel` elements from `shard_offset`) and the
+// model-dtype tensor its weights live in (stages 1-2: a bucket's chunk of the parameters;
+// stage 3: the parameter shard). Optimizer offload writes the updated weights there
+// directly. `weights` is undefined where they live on disk (stage 3 with offload_param
+// nvme): the writer fills a tensor of its own and hands it to Stage::store_weight_piece.
+struct ShardPiece {
+  int64_t shard_offset = 0;
+  int64_t numel = 0;
+  at::ScalarType dtype = at::kFloat;
+  at::Tensor weights;
+};
+
+namespace stage3 {
+class ParamSwap;
+}
+
 struct StageContext {
   comm::Communicator comm;           // a handle: copies share one connection
   precision::Dtypes dtypes;
   StagingMeter* meter = nullptr;     // the engine's
   const config::ZeroConfig* zero = nullptr;   // the config's zero_optimization block
+  // Stage 3 with offload_param "nvme": where the parameter shard lives (else in memory).
+  std::shared_ptr<stage3::ParamSwap> param_swap;
 };
 
 class Stage {
@@ -81,6 +99,10 @@ class Stage {
   at::Tensor& step_gradients(GroupState& g) { return traits_.shards_optimizer ? g.grad_shard : g.grad_full; }
   virtual std::vector<GradientPiece> gradient_pieces(const GroupState& g) const = 0;
   virtual std::vector<int64_t> optimizer_segments(const GroupState&) const { return {}; }
+  // Where the weights of this rank's shard live (stages 1-3; optimizer offload writes them),
+  // in shard order; and a piece without memory of its own, filled.
+  virtual std::vector<ShardPiece> weight_pieces(GroupState& g) { return {}; }
+  virtual void store_weight_piece(GroupState& g, std::size_t piece, const at::Tensor& weights) {}
   // After the optimizer stepped every group: the new weights into every rank's parameters.
   virtual void publish_weights(std::vector<GroupState>& groups) = 0;
   void zero_gradients(GroupState& g);

@@ -24,6 +24,7 @@ class ShardedStage : public Stage {
  public:
   using Stage::Stage;
   std::vector<GradientPiece> gradient_pieces(const GroupState& g) const override;
+  std::vector<ShardPiece> weight_pieces(GroupState& g) override;
   void publish_weights(std::vector<GroupState>& groups) override;
 
  protected:

@@ -29,7 +29,10 @@ class Stage3::Hooks final : public UnitHooks {
 };
 
 Stage3::Stage3(StageTraits traits, StageContext context, Stage3Options options)
-    : Stage2(traits, std::move(context)), options_(options), hooks_(std::make_shared<Hooks>(this)) {}
+    : Stage2(traits, std::move(context)),
+      options_(options),
+      swap_(ctx_.param_swap.get()),
+      hooks_(std::make_shared<Hooks>(this)) {}
 
 Stage3::~Stage3() { detach(); }
 
@@ -97,7 +100,13 @@ void Stage3::arrange(GroupState& g, int64_t /*bucket_numel: a unit is a bucket*/
 void Stage3::place(GroupState& g) {
   GroupStore& store = stores_[g.index];
   c10::NoGradGuard no_grad;
-  store.param_shard = at::empty({g.layout.shard_numel()}, ctx_.dtypes.model);
+  if (swap_) {
+    std::vector<int64_t> chunks;
+    for (const auto& b : g.layout.buckets()) chunks.push_back(b.chunk.numel);
+    swap_->add_group(g.index, chunks, ctx_.dtypes.model);
+  } else {
+    store.param_shard = at::empty({g.layout.shard_numel()}, ctx_.dtypes.model);
+  }
   // One bucket at a time: its full parameters, then this rank's chunk of them, and (unless
   // it is the resident unit's) the full memory freed before the next bucket, so that a
   // model built under ZeroInit is never whole here either.
@@ -118,7 +127,12 @@ void Stage3::place(GroupState& g) {
     // (ZeroInit's chunks already are).
     if (!all_from_rank0) ctx_.comm.broadcast(full, 0).wait();
     store.full.push_back(full);
-    store.param_shard.narrow(0, b.shard_offset, b.chunk.numel).copy_(full.narrow(0, b.chunk.offset, b.chunk.numel));
+    const at::Tensor mine = full.narrow(0, b.chunk.offset, b.chunk.numel);
+    if (swap_) {
+      swap_->write(g.index, k, mine);
+    } else {
+      store.param_shard.narrow(0, b.shard_offset, b.chunk.numel).copy_(mine);
+    }
     if (store.unit_of_bucket[k] != 0) free_storage(full);   // gathered when first used
   }
   units_[0].gathered = true;
@@ -157,7 +171,16 @@ void Stage3::init_master(GroupState& g) {
   // it has just stepped, and no second copy exists. In 16 bits it starts from the rounded
   // values, as DeepSpeed's does.
   const at::Tensor& shard = stores_[g.index].param_shard;
-  g.master = ctx_.dtypes.half() ? shard.to(at::kFloat) : shard;
+  if (!swap_) {
+    g.master = ctx_.dtypes.half() ? shard.to(at::kFloat) : shard;
+    return;
+  }
+  // The shard is on disk: the master is read back from it, a bucket at a time.
+  g.master = at::empty({g.layout.shard_numel()}, at::kFloat);
+  for (size_t k = 0; k < g.layout.buckets().size(); ++k) {
+    const auto& b = g.layout.buckets()[k];
+    g.master.narrow(0, b.shard_offset, b.chunk.numel).copy_(swap_->finish_read(swap_->start_read(g.index, k)));
+  }
 }
 
 void Stage3::refresh_master(GroupState& g) {
@@ -171,7 +194,9 @@ void Stage3::shard_from_full(at::Tensor& master, std::size_t group, std::size_t 
   const auto& b = store.layout.buckets()[bucket];
   const at::Tensor mine = store.full[bucket].narrow(0, b.chunk.offset, b.chunk.numel);
   master.narrow(0, b.shard_offset, b.chunk.numel).copy_(mine);
-  if (store.param_shard.defined() && !store.param_shard.is_same(master)) {
+  if (swap_) {
+    swap_->write(group, bucket, mine);
+  } else if (!store.param_shard.is_same(master)) {
     store.param_shard.narrow(0, b.shard_offset, b.chunk.numel).copy_(mine);
   }
 }
@@ -205,12 +230,26 @@ void Stage3::end_user_gather(std::vector<GroupState>& groups, const std::vector<
   }
 }
 
-std::vector<comm::Work> Stage3::all_gather_into_full(const UnitState& u) {
-  std::vector<comm::Work> works;
+std::vector<at::Tensor> Stage3::shard_chunks(const UnitState& u) {
+  std::vector<at::Tensor> chunks;
+  if (swap_) {
+    std::vector<ParamSwap::Pending> reads;
+    for (const auto& [gi, bi] : u.buckets) reads.push_back(swap_->start_read(gi, bi));
+    for (ParamSwap::Pending r : reads) chunks.push_back(swap_->finish_read(r));
+    return chunks;
+  }
   for (const auto& [gi, bi] : u.buckets) {
-    GroupStore& store = stores_[gi];
-    const auto& b = store.layout.buckets()[bi];
-    works.push_back(ctx_.comm.all_gather(store.param_shard.narrow(0, b.shard_offset, b.chunk.numel), store.full[bi]));
+    const auto& b = stores_[gi].layout.buckets()[bi];
+    chunks.push_back(stores_[gi].param_shard.narrow(0, b.shard_offset, b.chunk.numel));
+  }
+  return chunks;
+}
+
+std::vector<comm::Work> Stage3::all_gather_into_full(const UnitState& u, const std::vector<at::Tensor>& chunks) {
+  std::vector<comm::Work> works;
+  for (size_t i = 0; i < u.buckets.size(); ++i) {
+    const auto& [gi, bi] = u.buckets[i];
+    works.push_back(ctx_.comm.all_gather(chunks[i], stores_[gi].full[bi]));
   }
   return works;
 }
@@ -219,7 +258,13 @@ void Stage3::start_gather(int unit) {
   UnitState& u = units_[unit];
   if (u.gathered) return;
   for (const auto& [gi, bi] : u.buckets) allocate_storage(stores_[gi].full[bi]);
-  u.inflight = all_gather_into_full(u);
+  if (swap_) {
+    // The chunks come off the disk while the units before this one compute; the
+    // all-gathers start when the unit is needed (finish_gather).
+    for (const auto& [gi, bi] : u.buckets) u.reads.push_back(swap_->start_read(gi, bi));
+  } else {
+    u.inflight = all_gather_into_full(u, shard_chunks(u));
+  }
   u.gathered = true;
   gathered_numel_ += u.numel;
   peak_gathered_numel_ = std::max(peak_gathered_numel_, gathered_numel_);
@@ -227,10 +272,16 @@ void Stage3::start_gather(int unit) {
 
 void Stage3::finish_gather(int unit) {
   UnitState& u = units_[unit];
+  if (!u.reads.empty()) {
+    for (ParamSwap::Pending r : u.reads) u.inputs.push_back(swap_->finish_read(r));
+    u.reads.clear();
+    u.inflight = all_gather_into_full(u, u.inputs);
+  }
   if (u.inflight.empty()) return;
   std::vector<comm::Work> works = std::move(u.inflight);
   u.inflight.clear();
   comm::wait_all(works);
+  u.inputs.clear();
 }
 
 void Stage3::gather(int unit) {
@@ -349,12 +400,37 @@ void Stage3::end_backward() {
 }
 
 void Stage3::publish_weights(std::vector<GroupState>& groups) {
-  if (ctx_.dtypes.half()) {
-    for (GroupState& g : groups) stores_[g.index].param_shard.copy_(g.master);
+  // The master into the parameter shard (on disk with offload_param nvme), unless they are
+  // one tensor (fp32) or optimizer offload wrote the new weights there already.
+  for (GroupState& g : groups) {
+    if (g.weights_in_place) continue;
+    at::Tensor& shard = stores_[g.index].param_shard;
+    if (swap_) {
+      for (size_t k = 0; k < g.layout.buckets().size(); ++k) {
+        const auto& b = g.layout.buckets()[k];
+        swap_->write(g.index, k, g.master.narrow(0, b.shard_offset, b.chunk.numel).to(ctx_.dtypes.model));
+      }
+    } else if (!shard.is_same(g.master)) {
+      shard.copy_(g.master);
+    }
   }
   // The resident unit is gathered again now; the others when they are next used.
-  std::vector<comm::Work> works = all_gather_into_full(units_[0]);
+  const std::vector<at::Tensor> chunks = shard_chunks(units_[0]);
+  std::vector<comm::Work> works = all_gather_into_full(units_[0], chunks);
   comm::wait_all(works);
+}
+
+std::vector<ShardPiece> Stage3::weight_pieces(GroupState& g) {
+  const GroupStore& store = stores_[g.index];
+  if (!swap_) return {{0, g.layout.shard_numel(), ctx_.dtypes.model, store.param_shard}};
+  std::vector<ShardPiece> pieces;   // one per bucket, filled by the writer and stored to disk
+  for (const auto& b : g.layout.buckets()) pieces.push_back({b.shard_offset, b.chunk.numel, ctx_.dtypes.model, {}});
+  return pieces;
+}
+
+void Stage3::store_weight_piece(GroupState& g, std::size_t piece, const at::Tensor& weights) {
+  ZT_INTERNAL_ASSERT(swap_ != nullptr, "a stage-3 weight piece stored without parameter offload");
+  swap_->write(g.index, piece, weights);
 }
 
 int64_t Stage3::param_nbytes(const GroupState& g) const {
@@ -365,7 +441,9 @@ int64_t Stage3::param_nbytes(const GroupState& g) const {
   }
   const auto& d = ctx_.dtypes;
   const GroupPlan plan = plan_group(traits_, store.layout, {d.half(), d.accum == at::kFloat, d.accum == d.comm}, resident);
-  return plan.params_numel * static_cast<int64_t>(c10::elementSize(d.model));
+  // With offload_param nvme the shard is on disk: only the resident unit is in memory.
+  const int64_t numel = swap_ ? resident : plan.params_numel;
+  return numel * static_cast<int64_t>(c10::elementSize(d.model));
 }
 
 }  // namespace zerotrain::stages::stage3

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "zerotrain/stages/stage3/param_swap.h"
 #include "zerotrain/stages/stage3/preshard.h"
 #include "zerotrain/stages/stage3/unit_hooks.h"
 #include "zerotrain/stages/stage3/units.h"
@@ -41,6 +42,8 @@ class Stage3 final : public Stage2 {
   void on_unused(GroupState& g, std::size_t param) override;
   void end_backward() override;
   void publish_weights(std::vector<GroupState>& groups) override;
+  std::vector<ShardPiece> weight_pieces(GroupState& g) override;
+  void store_weight_piece(GroupState& g, std::size_t piece, const at::Tensor& weights) override;
   int64_t param_nbytes(const GroupState& g) const override;
   std::vector<int> begin_user_gather(std::vector<GroupState>& groups, const std::vector<at::Tensor>& params) override;
   void end_user_gather(std::vector<GroupState>& groups, const std::vector<int>& token,
@@ -62,7 +65,7 @@ class Stage3 final : public Stage2 {
  private:
   struct GroupStore {
     partition::GroupLayout layout;     // a copy of the group's
-    at::Tensor param_shard;            // (shard_numel,) model dtype; in fp32 the master itself
+    at::Tensor param_shard;            // (shard_numel,) model dtype; in fp32 the master itself; unset when swapped
     std::vector<at::Tensor> full;      // per bucket: (bucket numel,) model dtype, storage freed when released
     std::vector<int> unit_of_bucket;
     std::vector<int> unit_of_param;
@@ -76,6 +79,8 @@ class Stage3 final : public Stage2 {
     bool gathered = false;   // its memory is allocated (and filled, or being filled by `inflight`)
     std::size_t entered_at = kNoEvent;   // the event of its forward in progress, if following the trace
     std::vector<comm::Work> inflight;   // a prefetch's all-gathers, not yet waited for
+    std::vector<ParamSwap::Pending> reads;   // offload_param nvme: its chunks being read from disk
+    std::vector<at::Tensor> inputs;          // the chunks the all-gathers read, alive until waited
   };
   // The units each event of a micro-step uses (forward entries, then backward entries),
   // recorded in the first training micro-step; later ones gather ahead and keep units for
@@ -93,8 +98,11 @@ class Stage3 final : public Stage2 {
   class Hooks;
 
   void gather(int unit);
-  // Every rank's chunks of the unit into its full buffers (memory allocated), not waited for.
-  std::vector<comm::Work> all_gather_into_full(const UnitState& u);
+  // Every rank's chunks of the unit into its full buffers (memory allocated), not waited
+  // for; `chunks`: this rank's, per bucket of the unit (shard_chunks).
+  std::vector<comm::Work> all_gather_into_full(const UnitState& u, const std::vector<at::Tensor>& chunks);
+  // This rank's chunk of each bucket of `u`: views of the parameter shard, or read from disk.
+  std::vector<at::Tensor> shard_chunks(const UnitState& u);
   void start_gather(int unit);   // launches the all-gathers; gather() or release() waits
   void finish_gather(int unit);
   void release(int unit);
@@ -111,6 +119,7 @@ class Stage3 final : public Stage2 {
   bool place_presharded(const at::Tensor& param, const at::Tensor& flat);
 
   Stage3Options options_;
+  ParamSwap* swap_ = nullptr;   // offload_param nvme (owned by the context)
   UnitMap map_;
   std::vector<UnitState> units_;
   std::vector<GroupStore> stores_;

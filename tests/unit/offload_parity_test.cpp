@@ -1,0 +1,232 @@
+// Optimizer offload changes where the master weights and Adam moments live and how the
+// step walks them (sub-groups, 16-bit gradients read and 16-bit weights written by the
+// fused kernel), never the numbers: offload to host memory and to files on disk give the
+// bits of the same run without offload, at stages 1-3, world sizes 1 and 2, accumulation 1
+// and 2, in fp32, bf16 and fp16, with sub-groups small enough that several stream.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <thread>
+#include <unistd.h>
+
+#include "tests/support/parity_model.h"
+#include "tests/support/stage3_models.h"
+#include "zerotrain/engine/engine.h"
+
+namespace comm = zerotrain::comm;
+namespace fs = std::filesystem;
+
+namespace {
+
+using namespace zerotrain::test;
+
+struct OffloadCase {
+  int stage = 1;
+  int world_size = 1;
+  int accumulation = 1;
+  std::string dtype = "fp32";
+  std::string device = "cpu";   // offload_optimizer.device ("none": parameter offload only)
+  double clip = 0.0;
+  bool pipeline = true;         // pipeline_read and pipeline_write (nvme)
+  std::string param = "none";   // offload_param.device (stage 3)
+};
+
+void PrintTo(const OffloadCase& c, std::ostream* os) {
+  *os << "stage " << c.stage << ", world " << c.world_size << ", accumulation " << c.accumulation << ", " << c.dtype
+      << ", optimizer offload to " << c.device << (c.clip > 0 ? ", clipped" : "") << (c.pipeline ? "" : ", no pipeline")
+      << ", parameter offload to " << c.param;
+}
+
+std::string name_of(const OffloadCase& c) {
+  return c.device + "_stage" + std::to_string(c.stage) + "_ws" + std::to_string(c.world_size) + "_gas" +
+         std::to_string(c.accumulation) + "_" + c.dtype + (c.clip > 0 ? "_clip" : "") + (c.pipeline ? "" : "_sync") +
+         (c.param == "none" ? "" : "_params_" + c.param);
+}
+
+// Swap files go to a folder on the disk the tests run from (O_DIRECT: not a tmpfs).
+fs::path scratch_dir(const std::string& name) {
+  return fs::current_path() / ("zt_offload_" + name + "_" + std::to_string(::getpid()));
+}
+
+zerotrain::Config offload_config(const OffloadCase& c, const std::string& nvme_dir, bool offload) {
+  std::string json = R"({"train_batch_size": 16, "gradient_accumulation_steps": )" + std::to_string(c.accumulation) +
+                     R"(, "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.01}},
+                     "zero_optimization": {"stage": )" + std::to_string(c.stage) +
+                     R"(, "reduce_bucket_size": 50, "sub_group_size": 40)" +
+                     (c.stage == 3 ? R"(, "stage3_param_persistence_threshold": 0)" : "");
+  if (offload && c.param != "none") {
+    json += R"(, "offload_param": {"device": ")" + c.param + R"(", "nvme_path": ")" + nvme_dir + R"("})";
+  }
+  if (offload) {
+    json += R"(, "offload_optimizer": {"device": ")" + c.device + R"(", "nvme_path": ")" + nvme_dir +
+            R"(", "pipeline_read": )" + (c.pipeline ? "true" : "false") + R"(, "pipeline_write": )" +
+            (c.pipeline ? "true" : "false") + "}";
+  }
+  json += "}";
+  if (c.clip > 0) json += R"(, "gradient_clipping": )" + std::to_string(c.clip);
+  if (c.dtype == "bf16") json += R"(, "bf16": {"enabled": true})";
+  if (c.dtype == "fp16") json += R"(, "fp16": {"enabled": true, "loss_scale": )" + std::to_string(kParityLossScale) + "}";
+  return zerotrain::Config::from_string(json + "}");
+}
+
+// Trains ParityNet (its stage-3 twin at stage 3) on steps [first, last) of the parity data,
+// after loading `load_from` and before saving to `save_to` (when given); returns rank 0's
+// parameters and every step's loss on rank 0.
+struct TrainRun {
+  std::vector<torch::Tensor> params;
+  std::vector<float> losses;
+};
+
+struct Span {
+  int first = 0;
+  int last = kSteps;
+  std::string load_from, save_to;
+};
+
+TrainRun train(const OffloadCase& c, bool offload, const std::string& nvme_dir, const Span& span = {}) {
+  const ParityData data = make_parity_data();
+  ParityCase pc{c.stage, c.world_size, c.accumulation};
+  auto world = comm::Communicator::make_thread_world(c.world_size);
+  std::vector<std::shared_ptr<torch::nn::Module>> nets;
+  std::vector<std::function<torch::Tensor(const torch::Tensor&)>> forwards;
+  for (int r = 0; r < c.world_size; ++r) {
+    if (c.stage == 3) {
+      auto net = make_sharded_parity_net(false);
+      nets.push_back(net.ptr());
+      forwards.push_back([net](const torch::Tensor& x) mutable { return net->forward(x); });
+    } else {
+      auto net = make_parity_net(false);
+      nets.push_back(net.ptr());
+      forwards.push_back([net](const torch::Tensor& x) mutable { return net->forward(x); });
+    }
+  }
+  std::vector<TrainRun> runs(c.world_size);
+  std::vector<std::string> errors(c.world_size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < c.world_size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto engine = zerotrain::initialize(nets[r], offload_config(c, nvme_dir, offload), {.comm = world[r]});
+        if (!span.load_from.empty()) EXPECT_TRUE(engine.load_checkpoint(span.load_from, "").has_value());
+        for (int s = span.first; s < span.last; ++s) {
+          for (int k = 0; k < c.accumulation; ++k) {
+            auto x = rank_rows(data.x[s], pc, r, k), y = rank_rows(data.y[s], pc, r, k);
+            auto loss = torch::mse_loss(forwards[r](x.to(engine.model_dtype())).to(torch::kFloat), y);
+            engine.backward(loss);
+            engine.step();
+            if (k == 0) runs[r].losses.push_back(loss.item<float>());
+          }
+        }
+        if (!span.save_to.empty()) engine.save_checkpoint(span.save_to, "");
+        zerotrain::GatheredParameters full(engine, {});   // stage 3: the parameters whole
+        for (auto& p : nets[r]->parameters()) runs[r].params.push_back(p.detach().to(torch::kFloat).clone());
+        full.close();
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < c.world_size; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  return runs[0];
+}
+
+class OffloadParity : public ::testing::TestWithParam<OffloadCase> {};
+
+// The same order of operations: the same bits, in every dtype.
+TEST_P(OffloadParity, SameBitsAsWithoutOffload) {
+  const OffloadCase c = GetParam();
+  const fs::path dir = scratch_dir(name_of(c));
+  const TrainRun want = train(c, false, "");
+  const TrainRun got = train(c, true, dir.string());
+  ASSERT_EQ(got.params.size(), want.params.size());
+  for (size_t i = 0; i < want.params.size(); ++i) {
+    EXPECT_TRUE(torch::equal(got.params[i], want.params[i]))
+        << "parameter " << i << " differs by " << (got.params[i] - want.params[i]).abs().max().item<float>();
+  }
+  EXPECT_EQ(got.losses, want.losses);
+  // The engine removes its swap files when it goes.
+  if (c.device == "nvme") {
+    std::error_code ec;
+    EXPECT_TRUE(!fs::exists(dir / "zerotrain_offload" / "optimizer" / "rank0" / "group0_master.swp", ec));
+  }
+  fs::remove_all(dir);
+}
+
+std::vector<OffloadCase> cases() {
+  std::vector<OffloadCase> out;
+  for (const char* device : {"cpu", "nvme"}) {
+    for (int stage : {1, 2, 3}) {
+      for (int ws : {1, 2}) {
+        for (int gas : {1, 2}) out.push_back({stage, ws, gas, "fp32", device});
+      }
+      out.push_back({stage, 2, 1, "bf16", device});
+      out.push_back({stage, 2, 2, "fp16", device, 0.05});
+    }
+  }
+  out.push_back({2, 2, 2, "bf16", "nvme", 0.05, /*pipeline=*/false});
+  out.push_back({3, 1, 1, "bf16", "nvme", 0.0, /*pipeline=*/false});
+  // Parameter offload (stage 3), alone and with the optimizer's.
+  for (const char* optimizer : {"none", "cpu", "nvme"}) {
+    for (int ws : {1, 2}) {
+      for (int gas : {1, 2}) out.push_back({3, ws, gas, "fp32", optimizer, 0.0, true, "nvme"});
+      out.push_back({3, ws, 1, "bf16", optimizer, 0.05, true, "nvme"});
+    }
+  }
+  out.push_back({3, 2, 2, "fp16", "nvme", 0.05, true, "nvme"});
+  out.push_back({3, 2, 1, "bf16", "nvme", 0.0, true, "cpu"});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, OffloadParity, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return name_of(info.param); });
+
+// Checkpoints read the offloaded states from their store into the checkpoint's format and
+// write loaded ones back: a run saved and resumed halfway, offloaded on either side or
+// both, ends with the bits of one run without offload.
+struct ResumeCase {
+  OffloadCase run;
+  bool offload_before = true, offload_after = true;
+};
+
+class OffloadResume : public ::testing::TestWithParam<ResumeCase> {};
+
+TEST_P(OffloadResume, SavedAndResumedHalfwayGivesTheBitsOfOneRun) {
+  const ResumeCase rc = GetParam();
+  const OffloadCase& c = rc.run;
+  const std::string name = name_of(c) + (rc.offload_before ? "_on" : "_off") + (rc.offload_after ? "_on" : "_off");
+  const fs::path dir = scratch_dir("resume_" + name);
+  const TrainRun want = train(c, false, "");
+  train(c, rc.offload_before, (dir / "swap").string(), {0, kSteps / 2, "", (dir / "ckpt").string()});
+  const TrainRun got = train(c, rc.offload_after, (dir / "swap").string(), {kSteps / 2, kSteps, (dir / "ckpt").string(), ""});
+  ASSERT_EQ(got.params.size(), want.params.size());
+  for (size_t i = 0; i < want.params.size(); ++i) {
+    EXPECT_TRUE(torch::equal(got.params[i], want.params[i]))
+        << "parameter " << i << " differs by " << (got.params[i] - want.params[i]).abs().max().item<float>();
+  }
+  fs::remove_all(dir);
+}
+
+std::string resume_name(const ResumeCase& rc) {
+  return name_of(rc.run) + (rc.offload_before ? "_saved_offloaded" : "_saved_plain") +
+         (rc.offload_after ? "_loaded_offloaded" : "_loaded_plain");
+}
+
+std::vector<ResumeCase> resume_cases() {
+  std::vector<ResumeCase> out;
+  for (const char* device : {"cpu", "nvme"}) {
+    for (int stage : {1, 2, 3}) out.push_back({{stage, 2, 1, "bf16", device}});
+  }
+  out.push_back({{3, 2, 2, "fp32", "nvme", 0.0, true, "nvme"}});
+  out.push_back({{3, 1, 1, "bf16", "nvme", 0.0, true, "nvme"}});
+  out.push_back({{2, 2, 1, "bf16", "nvme"}, true, false});
+  out.push_back({{2, 2, 1, "bf16", "nvme"}, false, true});
+  out.push_back({{3, 2, 1, "fp32", "nvme", 0.0, true, "nvme"}, false, true});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, OffloadResume, ::testing::ValuesIn(resume_cases()),
+                         [](const auto& info) { return resume_name(info.param); });
+
+}  // namespace

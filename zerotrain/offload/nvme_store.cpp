@@ -1,0 +1,218 @@
+// offload_optimizer.device "nvme": each group's master weights and moments live in three
+// files under nvme_path, and only `buffer_sets` sub-groups are in memory at a time. The
+// files hold sub-group k at byte k * align_up(sub-group bytes), so every read and write is
+// one aligned O_DIRECT request (a sub-group's bytes are padded to the alignment). The sets form a ring: with pipeline_read the next sub-groups are read while
+// one is stepped; with pipeline_write a stepped sub-group is written while the next is.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+
+#include "zerotrain/core/error.h"
+#include "zerotrain/offload/state_store.h"
+
+namespace zerotrain::offload {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr std::array<const char*, 3> kNames{"master", "exp_avg", "exp_avg_sq"};
+
+struct SwapGroup {
+  int64_t numel = 0;
+  std::array<io::DirectFile, 3> files;
+  bool fresh_moments = true;   // never written: the moments are zeros, nothing to read
+};
+
+struct BufferSet {
+  std::array<io::AlignedBuffer, 3> buffers;
+  std::vector<io::Ticket> reads, writes;
+};
+
+class NvmeStore final : public StateStore {
+ public:
+  explicit NvmeStore(NvmeStoreOptions o) : o_(std::move(o)), engine_(io::make_io_engine(o_.aio)) {
+    ZT_CHECK(o_.max_sub_group_numel > 0 && o_.buffer_sets >= 1, UsageError, "nvme offload: empty sub-groups or no buffers");
+    std::error_code ec;
+    fs::create_directories(o_.dir, ec);
+    ZT_CHECK(!ec, IoError, "nvme offload: cannot create ", o_.dir, ": ", ec.message(),
+             "; point nvme_path at a writable directory on a local disk");
+    const int64_t bytes = io::align_up(o_.max_sub_group_numel * 4);
+    sets_.resize(static_cast<size_t>(o_.buffer_sets));
+    for (auto& set : sets_) {
+      for (auto& b : set.buffers) b = io::AlignedBuffer(bytes);
+    }
+  }
+
+  ~NvmeStore() override {
+    try {
+      engine_->wait_all();
+    } catch (...) {   // the step that failed reported it
+    }
+    for (auto& g : groups_) {
+      for (auto& f : g.files) {
+        const std::string path = f.path();
+        f = io::DirectFile();
+        std::error_code ec;
+        if (!path.empty()) fs::remove(path, ec);
+      }
+    }
+  }
+
+  void add_group(std::size_t group, const at::Tensor& master) override {
+    ZT_INTERNAL_ASSERT(group == groups_.size(), "offload groups added out of order");
+    SwapGroup& g = groups_.emplace_back();
+    g.numel = master.numel();
+    for (size_t i = 0; i < kNames.size(); ++i) {
+      g.files[i] = io::DirectFile::open(path_of(group, kNames[i]), io::DirectFile::Mode::kCreate);
+      g.files[i].reserve(file_bytes(g.numel));
+    }
+    write_file(g, 0, master.reshape(-1).to(at::kFloat).contiguous());
+  }
+
+  void begin_pass(std::vector<SubGroup> order) override {
+    ZT_INTERNAL_ASSERT(order_.empty(), "offload pass begun twice");
+    order_ = std::move(order);
+    reads_issued_ = 0;
+  }
+
+  SubGroupArrays acquire(std::size_t k) override {
+    const size_t ahead = o_.pipeline_read ? sets_.size() - (o_.pipeline_write ? 1 : 0) : 1;
+    issue_reads(std::min(order_.size(), k + std::max<size_t>(ahead, 1)));
+    BufferSet& set = set_of(k);
+    engine_->wait_each(set.reads);
+    set.reads.clear();
+    return {data(set, 0), data(set, 1), data(set, 2)};
+  }
+
+  void release(std::size_t k) override {
+    const SubGroup& sg = order_[k];
+    BufferSet& set = set_of(k);
+    const int64_t bytes = io::align_up(sg.numel * 4);
+    for (size_t i = 0; i < 3; ++i) {
+      set.writes.push_back(engine_->submit({&groups_[sg.group].files[i], offset_bytes(sg), set.buffers[i].data(), bytes, true}));
+    }
+    if (!o_.pipeline_write) wait_writes(set);
+  }
+
+  void finish_pass() override {
+    for (auto& set : sets_) wait_writes(set);
+    for (auto& g : groups_) g.fresh_moments = false;
+    order_.clear();
+  }
+
+  GroupStates read_group(std::size_t group) override {
+    SwapGroup& g = groups_.at(group);
+    GroupStates s{at::empty({g.numel}, at::kFloat), at::empty({g.numel}, at::kFloat), at::empty({g.numel}, at::kFloat)};
+    std::array<at::Tensor*, 3> out{&s.master, &s.exp_avg, &s.exp_avg_sq};
+    for (size_t i = 0; i < 3; ++i) {
+      if (i > 0 && g.fresh_moments) {
+        out[i]->zero_();
+        continue;
+      }
+      for_each_chunk(g, [&](int64_t offset, int64_t numel) {
+        const int64_t bytes = io::align_up(numel * 4);
+        engine_->wait(engine_->submit({&g.files[i], chunk_offset_bytes(offset), sets_[0].buffers[0].data(), bytes, false}));
+        std::memcpy(out[i]->data_ptr<float>() + offset, sets_[0].buffers[0].data(), static_cast<size_t>(numel) * 4);
+      });
+    }
+    return s;
+  }
+
+  void write_group(std::size_t group, const GroupStates& states) override {
+    SwapGroup& g = groups_.at(group);
+    const std::array<const at::Tensor*, 3> in{&states.master, &states.exp_avg, &states.exp_avg_sq};
+    for (size_t i = 0; i < 3; ++i) write_file(g, i, in[i]->reshape(-1).to(at::kFloat).contiguous());
+    g.fresh_moments = false;
+  }
+  bool resident() const override { return false; }
+
+  int64_t host_nbytes() const override {
+    return static_cast<int64_t>(sets_.size()) * 3 * io::align_up(o_.max_sub_group_numel * 4);
+  }
+  int64_t disk_nbytes() const override {
+    int64_t total = 0;
+    for (const auto& g : groups_) total += 3 * file_bytes(g.numel);
+    return total;
+  }
+  std::string describe() const override {
+    return ::zerotrain::detail::str("files in ", o_.dir, " (", engine_->name(), ", ", sets_.size(), " buffer set",
+                                    sets_.size() == 1 ? "" : "s", " of ", o_.max_sub_group_numel, " elements",
+                                    o_.pipeline_read ? ", read ahead" : "", o_.pipeline_write ? ", written behind" : "",
+                                    ")");
+  }
+
+ private:
+  std::string path_of(std::size_t group, const char* name) const {
+    return (fs::path(o_.dir) / ("group" + std::to_string(group) + "_" + name + ".swp")).string();
+  }
+  int64_t chunk_bytes() const { return io::align_up(o_.max_sub_group_numel * 4); }
+  int64_t file_bytes(int64_t numel) const {
+    const int64_t chunks = (numel + o_.max_sub_group_numel - 1) / o_.max_sub_group_numel;
+    return std::max<int64_t>(chunks, 1) * chunk_bytes();
+  }
+  // Sub-group offsets are multiples of max_sub_group_numel; each starts a chunk of the file.
+  int64_t chunk_offset_bytes(int64_t offset_numel) const { return offset_numel / o_.max_sub_group_numel * chunk_bytes(); }
+  int64_t offset_bytes(const SubGroup& sg) const { return chunk_offset_bytes(sg.offset); }
+  BufferSet& set_of(std::size_t k) { return sets_[k % sets_.size()]; }
+  float* data(BufferSet& set, size_t i) { return static_cast<float*>(set.buffers[i].data()); }
+
+  template <class F>
+  void for_each_chunk(const SwapGroup& g, F&& f) {
+    for (int64_t offset = 0; offset < g.numel; offset += o_.max_sub_group_numel) {
+      f(offset, std::min(o_.max_sub_group_numel, g.numel - offset));
+    }
+  }
+
+  void issue_reads(std::size_t until) {
+    for (; reads_issued_ < until; ++reads_issued_) {
+      const SubGroup& sg = order_[reads_issued_];
+      ZT_INTERNAL_ASSERT(sg.offset % o_.max_sub_group_numel == 0 && sg.numel <= o_.max_sub_group_numel,
+                         "offload sub-group not on a chunk boundary");
+      BufferSet& set = set_of(reads_issued_);
+      wait_writes(set);   // the set's last sub-group must be on disk before it is reused
+      SwapGroup& g = groups_[sg.group];
+      const int64_t bytes = io::align_up(sg.numel * 4);
+      for (size_t i = 0; i < 3; ++i) {
+        if (i > 0 && g.fresh_moments) {
+          std::memset(set.buffers[i].data(), 0, static_cast<size_t>(bytes));
+          continue;
+        }
+        set.reads.push_back(engine_->submit({&g.files[i], offset_bytes(sg), set.buffers[i].data(), bytes, false}));
+      }
+    }
+  }
+
+  void wait_writes(BufferSet& set) {
+    engine_->wait_each(set.writes);
+    set.writes.clear();
+  }
+
+  // The whole of `t` into file `i` of `g`, a chunk at a time through the first buffer set.
+  void write_file(SwapGroup& g, size_t i, const at::Tensor& t) {
+    for (auto& set : sets_) wait_writes(set);
+    for_each_chunk(g, [&](int64_t offset, int64_t numel) {
+      const int64_t bytes = io::align_up(numel * 4);
+      std::memset(static_cast<char*>(sets_[0].buffers[0].data()) + numel * 4, 0, static_cast<size_t>(bytes - numel * 4));
+      std::memcpy(sets_[0].buffers[0].data(), t.data_ptr<float>() + offset, static_cast<size_t>(numel) * 4);
+      engine_->wait(engine_->submit({&g.files[i], chunk_offset_bytes(offset), sets_[0].buffers[0].data(), bytes, true}));
+    });
+  }
+
+  NvmeStoreOptions o_;
+  std::unique_ptr<io::IoEngine> engine_;
+  std::vector<SwapGroup> groups_;
+  std::vector<BufferSet> sets_;
+  std::vector<SubGroup> order_;
+  std::size_t reads_issued_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<StateStore> make_nvme_store(const NvmeStoreOptions& options) {
+  return std::make_unique<NvmeStore>(options);
+}
+
+}  // namespace zerotrain::offload

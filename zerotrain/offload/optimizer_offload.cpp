@@ -1,0 +1,161 @@
+#include "zerotrain/offload/optimizer_offload.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "zerotrain/core/error.h"
+#include "zerotrain/io/from_config.h"
+#include "zerotrain/offload/fused_step.h"
+#include "zerotrain/optim/flat_optimizer.h"
+#include "zerotrain/stages/group.h"
+#include "zerotrain/stages/stage.h"
+
+namespace zerotrain::offload {
+namespace {
+
+std::unique_ptr<StateStore> make_store(const OptimizerOffloadOptions& o, int64_t sub_numel) {
+  if (o.block.device == config::OffloadDevice::kCpu) return make_host_store(o.block.pin_memory);
+  NvmeStoreOptions n;
+  n.dir = (std::filesystem::path(o.block.nvme_path.value_or(".")) / "zerotrain_offload" / "optimizer" /
+           ("rank" + std::to_string(o.rank)))
+              .string();
+  n.aio = io::aio_options(o.aio);
+  n.max_sub_group_numel = sub_numel;
+  n.pipeline_read = o.block.pipeline_read;
+  n.pipeline_write = o.block.pipeline_write;
+  // DeepSpeed's buffer_count counts single-tensor buffers; a set holds one sub-group's three.
+  // The pipeline needs one set per sub-group in flight: stepped, read ahead, written behind.
+  const int64_t needed = 1 + (n.pipeline_read ? 1 : 0) + (n.pipeline_write ? 1 : 0);
+  n.buffer_sets = std::max(needed, o.block.buffer_count / 3);
+  return make_nvme_store(n);
+}
+
+}  // namespace
+
+int64_t sub_group_numel(int64_t sub_group_size, int64_t largest_shard_numel) {
+  return std::max<int64_t>(1, std::min(sub_group_size, std::max<int64_t>(largest_shard_numel, 1)));
+}
+
+OptimizerOffload::OptimizerOffload(const OptimizerOffloadOptions& options, std::vector<stages::GroupState>& groups,
+                                   optim::FlatOptimizer& optimizer)
+    : options_(options) {
+  ZT_CHECK(optimizer.fused_adam_options({}).has_value(), NotSupported, "offload_optimizer: the offloaded step is "
+           "DeepSpeedCPUAdam's, for Adam and AdamW; this config's optimizer is ", optimizer.name(),
+           ". Use Adam or AdamW, or set offload_optimizer.device to \"none\"");
+  int64_t largest = 0;
+  for (const auto& g : groups) largest = std::max(largest, g.master.defined() ? g.master.numel() : int64_t{0});
+  sub_group_numel_ = sub_group_numel(options.sub_group_size, largest);
+  store_ = make_store(options, sub_group_numel_);
+  for (auto& g : groups) {
+    ZT_INTERNAL_ASSERT(g.master.defined(), "optimizer offload needs the stage's fp32 master shard");
+    store_->add_group(g.index, g.master);
+  }
+  in_memory_ = true;
+  send_out(groups, optimizer);
+}
+
+OptimizerOffload::~OptimizerOffload() = default;
+
+std::string OptimizerOffload::describe() const {
+  return ::zerotrain::detail::str("optimizer states offloaded to ", store_->describe(), ", sub-groups of ",
+                                  sub_group_numel_, " elements");
+}
+
+void OptimizerOffload::step(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer,
+                            stages::Stage& stage, double grad_divisor) {
+  ZT_INTERNAL_ASSERT(!in_memory_, "offload step with the states brought in");
+  std::vector<SubGroup> order;
+  for (const auto& g : groups) {
+    const int64_t numel = g.layout.shard_numel();
+    for (int64_t offset = 0; offset < numel; offset += sub_group_numel_) {
+      order.push_back({g.index, offset, std::min(sub_group_numel_, numel - offset)});
+    }
+  }
+  std::vector<optim::AdamCoefficients> coefficients;
+  std::vector<std::vector<stages::ShardPiece>> pieces;
+  for (auto& g : groups) {
+    const optim::AdamOptions o = *optimizer.fused_adam_options(g.hyper);
+    const int64_t t = optimizer.count_step(g.index);
+    coefficients.push_back(
+        optim::adam_coefficients(o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.adamw_mode, o.bias_correction, t));
+    pieces.push_back(stage.weight_pieces(g));
+  }
+  std::vector<std::vector<bool>> on_disk_pieces;   // per piece: filled here, handed to the stage when complete
+  for (const auto& p : pieces) {
+    on_disk_pieces.emplace_back();
+    for (const auto& piece : p) on_disk_pieces.back().push_back(!piece.weights.defined());
+  }
+  const float divisor = static_cast<float>(grad_divisor);
+  store_->begin_pass(order);
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const SubGroup& sg = order[k];
+    stages::GroupState& g = groups[sg.group];
+    const SubGroupArrays arrays = store_->acquire(k);
+    const at::Tensor& grads = stage.step_gradients(g);
+    // The sub-group meets the stage's pieces of the shard (stage 1-2: one per bucket); the
+    // weights of each overlap go to that piece. A piece whose weights live on disk is
+    // filled in a tensor of its own and handed to the stage once its last element is in.
+    for (std::size_t pi = 0; pi < pieces[sg.group].size(); ++pi) {
+      stages::ShardPiece& piece = pieces[sg.group][pi];
+      const int64_t begin = std::max(sg.offset, piece.shard_offset);
+      const int64_t end = std::min(sg.offset + sg.numel, piece.shard_offset + piece.numel);
+      if (begin >= end) continue;
+      const bool on_disk = on_disk_pieces[sg.group][pi];
+      if (on_disk && !piece.weights.defined()) piece.weights = at::empty({piece.numel}, piece.dtype);
+      const int64_t local = begin - sg.offset;
+      FusedStepArrays a;
+      a.master = arrays.master + local;
+      a.exp_avg = arrays.exp_avg + local;
+      a.exp_avg_sq = arrays.exp_avg_sq + local;
+      a.grads = static_cast<const char*>(grads.data_ptr()) + begin * grads.element_size();
+      a.grad_dtype = grads.scalar_type();
+      a.weights_out = static_cast<char*>(piece.weights.data_ptr()) + (begin - piece.shard_offset) * piece.weights.element_size();
+      a.weights_dtype = piece.weights.scalar_type();
+      a.numel = end - begin;
+      fused_adam_step(coefficients[sg.group], a, divisor);
+      if (on_disk && end == piece.shard_offset + piece.numel) {
+        stage.store_weight_piece(g, pi, piece.weights);
+        piece.weights = at::Tensor();
+      }
+    }
+    store_->release(k);
+  }
+  store_->finish_pass();
+}
+
+void OptimizerOffload::bring_in(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer) {
+  if (in_memory_) return;
+  for (auto& g : groups) {
+    GroupStates s = store_->read_group(g.index);
+    g.master = s.master;
+    optimizer.restore(g.index, optimizer.steps(g.index), {{"exp_avg", s.exp_avg}, {"exp_avg_sq", s.exp_avg_sq}});
+    g.weights_in_place = false;
+  }
+  in_memory_ = true;
+}
+
+void OptimizerOffload::send_out(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer) {
+  if (!in_memory_) return;
+  for (auto& g : groups) {
+    const auto& st = optimizer.state(g.index);
+    GroupStates s{g.master, st.count("exp_avg") ? st.at("exp_avg") : at::zeros_like(g.master),
+                  st.count("exp_avg_sq") ? st.at("exp_avg_sq") : at::zeros_like(g.master)};
+    if (st.count("exp_avg")) store_->write_group(g.index, s);   // else: fresh, the store has the master
+    // From here on the step writes the new weights into the parameters itself.
+    g.weights_in_place = true;
+    if (store_->resident()) {
+      // Host memory: the engine's master and the optimizer's state are the store's tensors.
+      GroupStates mine = store_->read_group(g.index);
+      g.master = mine.master;
+      optimizer.restore(g.index, optimizer.steps(g.index), {{"exp_avg", mine.exp_avg}, {"exp_avg_sq", mine.exp_avg_sq}});
+    } else {
+      g.master = at::Tensor();
+      optimizer.restore(g.index, optimizer.steps(g.index), {});
+    }
+  }
+  in_memory_ = false;
+}
+
+}  // namespace zerotrain::offload

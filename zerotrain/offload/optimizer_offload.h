@@ -1,0 +1,69 @@
+// ZeRO-Offload and ZeRO-Infinity's optimizer half (docs/offload.md): the fp32 master shard
+// and the Adam moments live in host memory (`offload_optimizer.device: cpu`) or on a disk
+// (`nvme`), and the step streams them through the fused CPU Adam one sub-group at a time,
+// reading 16-bit gradients and writing 16-bit weights directly. Internal to engine/.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zerotrain/config/config.h"
+#include "zerotrain/offload/state_store.h"
+
+namespace zerotrain::optim {
+class FlatOptimizer;
+}
+namespace zerotrain::stages {
+struct GroupState;
+class Stage;
+}
+
+namespace zerotrain::offload {
+
+struct OptimizerOffloadOptions {
+  config::OffloadOptimizerConfig block;
+  config::AioConfig aio;
+  int64_t sub_group_size = 1'000'000'000;   // elements
+  int rank = 0;
+};
+
+// The sub-group size the step uses: sub_group_size, but no bigger than the largest shard
+// (DeepSpeed's default, 1e9 elements, would size 12 GB of buffers for a small model).
+int64_t sub_group_numel(int64_t sub_group_size, int64_t largest_shard_numel);
+
+class OptimizerOffload {
+ public:
+  // Takes each group's master weights (g.master) into the store; with nvme they leave
+  // memory. `optimizer` must be Adam or AdamW (NotSupported otherwise, as the fused CPU
+  // step is Adam's).
+  OptimizerOffload(const OptimizerOffloadOptions& options, std::vector<stages::GroupState>& groups,
+                   optim::FlatOptimizer& optimizer);
+  ~OptimizerOffload();
+
+  // The optimizer step of every group, from the stage's gradient shards divided by
+  // `grad_divisor`; the new weights go straight into the stage's parameters (publish_weights
+  // then spreads them).
+  void step(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer, stages::Stage& stage,
+            double grad_divisor);
+
+  // The states whole in memory (g.master and the optimizer's state, for checkpoints and
+  // user edits of the weights), and back to the store.
+  void bring_in(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer);
+  void send_out(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer);
+
+  int64_t host_nbytes() const { return store_->host_nbytes(); }
+  int64_t disk_nbytes() const { return store_->disk_nbytes(); }
+  std::string describe() const;
+
+ private:
+  void hand_to_optimizer(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer);
+
+  OptimizerOffloadOptions options_;
+  int64_t sub_group_numel_ = 0;
+  std::unique_ptr<StateStore> store_;
+  bool in_memory_ = false;
+};
+
+}  // namespace zerotrain::offload
