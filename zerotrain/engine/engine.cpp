@@ -398,6 +398,13 @@ ModelStateBytes Engine::model_state_bytes() const {
   bytes.buffers = state_->meter.peak_nbytes();
   bytes.gathered_peak = state_->stage->gathered_peak_nbytes();
   for (const auto& b : state_->model->buffers()) bytes.buffers += nbytes(b);
+  // Offload to NVMe: master and moments are on disk between steps (host memory offload keeps
+  // them in `master` and `optimizer`, counted above); its sub-group buffers are in memory.
+  if (state_->offload) {
+    bytes.disk += state_->offload->disk_nbytes();
+    if (state_->offload->disk_nbytes() > 0) bytes.buffers += state_->offload->host_nbytes();
+  }
+  bytes.disk += state_->stage->param_disk_nbytes();
   return bytes;
 }
 

@@ -65,6 +65,9 @@ struct ModelStateBytes {
   // Stage 3: the most bytes of full parameters of units (not the resident one) gathered at
   // once so far. Transient, so not in total().
   int64_t gathered_peak = 0;
+  // NVMe offload (docs/offload.md): the bytes of this rank's swap files, not in memory, so
+  // not in total(). Its buffers in memory are in `buffers`.
+  int64_t disk = 0;
   int64_t total() const { return params + grads + optimizer + master + buffers; }
 };
 

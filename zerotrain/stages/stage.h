@@ -119,6 +119,8 @@ class Stage {
   // The bytes of the parameters this rank holds for `g` (Engine::model_state_bytes).
   virtual int64_t param_nbytes(const GroupState& g) const;
   virtual int64_t gathered_peak_nbytes() const { return 0; }
+  // Bytes of parameters this rank keeps on disk (stage 3 with offload_param nvme).
+  virtual int64_t param_disk_nbytes() const { return 0; }
 
  protected:
   // The fp32 master copy, from the parameters (DeepSpeed's starts from the rounded 16-bit values).

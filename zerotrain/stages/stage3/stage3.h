@@ -54,6 +54,7 @@ class Stage3 final : public Stage2 {
   void post_forward(int unit);
   void pre_backward(int unit);
 
+  int64_t param_disk_nbytes() const override { return swap_ ? swap_->disk_nbytes() : 0; }
   int64_t gathered_peak_nbytes() const override {
     return peak_gathered_numel_ * static_cast<int64_t>(c10::elementSize(ctx_.dtypes.model));
   }
