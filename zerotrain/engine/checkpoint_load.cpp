@@ -316,10 +316,10 @@ std::optional<LoadedCheckpoint> load_into(EngineState& s, const std::string& loa
   try {
     engine::detail::throw_if_any_failed(engine::detail::exchange_status(s.comm, read), what);
   } catch (const CheckpointError& e) {
-    s.damaged_by_load = e.what();
+    s.damaged = std::string("the weights were partly overwritten by a load that failed (") + e.what() + ")";
     throw;
   }
-  s.damaged_by_load.clear();
+  s.damaged.clear();
   const checkpoint::Manifest& m = reader->manifest();
   commit(s, plan, m, options);
   if (s.comm.rank() == 0) {

@@ -108,8 +108,8 @@ GroupState make_group(const ParamGroup& spec, const std::unordered_map<const voi
 }  // namespace
 
 void EngineState::check_not_damaged() const {
-  ZT_CHECK(damaged_by_load.empty(), UsageError, "the engine's weights were partly overwritten by a load that failed (",
-           damaged_by_load, "); load a checkpoint successfully before training or saving");
+  ZT_CHECK(damaged.empty(), UsageError, "the engine's weights cannot be trusted: ", damaged,
+           "; load a checkpoint successfully before training or saving");
 }
 
 void EngineState::apply_schedule() {
@@ -180,7 +180,15 @@ void optimizer_step(EngineState& s, double norm, double scale) {
   const double combined = gradient_divisor(s, norm, scale);
   if (s.offload) {
     // The offloaded step reads the gradients where they are and unscales them on the fly.
-    s.offload->step(s.groups, *s.optimizer, *s.stage, combined);
+    try {
+      s.offload->step(s.groups, *s.optimizer, *s.stage, combined);
+    } catch (const IoError& e) {
+      // Some sub-groups were stepped and written, others not: the weights and states no
+      // longer belong to one step. Training stops here rather than go on from a mix.
+      s.damaged = std::string("an offloaded optimizer step failed halfway (") + e.what() +
+                  "), so the weights and optimizer states are a mix of two steps";
+      throw;
+    }
   } else if (s.client_optimizer) {
     client_step(s, unscaled_fp32_gradients(s, combined));
   } else {

@@ -68,9 +68,10 @@ struct EngineState {
   stages::StagingMeter meter;
   std::unique_ptr<stages::BucketReducer> reducer;
 
-  // Set when a load failed after it had begun to overwrite the weights (a fragment damaged
-  // on disk): training refuses to go on until a load succeeds.
-  std::string damaged_by_load;
+  // Why the weights cannot be trusted, when they cannot: a load failed after it had begun to
+  // overwrite them (a fragment damaged on disk), or an offloaded step failed halfway.
+  // Training refuses to go on until a load succeeds.
+  std::string damaged;
   void check_not_damaged() const;
 
   bool at_boundary() const { return (micro_steps + 1) % accumulation_steps == 0; }
@@ -127,7 +128,7 @@ decltype(auto) EngineState::with_states_in_memory(F&& f) {
       try {   // unwinding: the error in flight is the one to report
         s->offload->send_out(s->groups, *s->optimizer);
       } catch (const std::exception& e) {
-        s->damaged_by_load = std::string("the offloaded optimizer states could not be written back: ") + e.what();
+        s->damaged = std::string("the offloaded optimizer states could not be written back: ") + e.what();
       }
     }
   } send_out{this};
