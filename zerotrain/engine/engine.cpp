@@ -205,7 +205,9 @@ std::shared_ptr<stages::stage3::ParamSwap> param_swap(const Config& c, const sta
   const std::string dir = (std::filesystem::path(block->nvme_path.value_or(".")) / "zerotrain_offload" / "params" /
                            ("rank" + std::to_string(rank)))
                               .string();
-  return offload::make_nvme_param_swap(dir, io::aio_options(c.aio));
+  auto swap = offload::make_nvme_param_swap(dir, io::aio_options(c.aio));
+  if (rank == 0) ZT_LOG_INFO("engine: ", swap->describe());
+  return swap;
 }
 
 // offload_optimizer (docs/offload.md): the master weights and Adam moments move to the
