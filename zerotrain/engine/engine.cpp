@@ -224,7 +224,7 @@ void start_offload(EngineState& s) {
   o.aio = s.config.aio;
   o.sub_group_size = s.config.zero_optimization.sub_group_size;
   o.rank = s.comm.rank();
-  s.offload = std::make_unique<offload::OptimizerOffload>(o, s.groups, *s.optimizer);
+  s.offload = std::make_unique<offload::OptimizerOffload>(o, s.groups, *s.optimizer, *s.stage);
 }
 
 // Floating-point parameters and buffers into the training dtype, as DeepSpeed's engine
@@ -259,8 +259,10 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   s->overlap_comm = s->config.zero_optimization.effective_overlap_comm();
   s->ignore_unused_parameters = s->config.zero_optimization.ignore_unused_parameters;
   s->precision = precision::dtypes_from_config(s->config);
+  const auto& offload_block = s->config.zero_optimization.offload_optimizer;
+  const bool master_offloaded = offload_block && offload_block->device != config::OffloadDevice::kNone;
   s->stage = stages::make_stage(traits, {s->comm, s->precision, &s->meter, &s->config.zero_optimization,
-                                         param_swap(s->config, traits, s->comm.rank())});
+                                         param_swap(s->config, traits, s->comm.rank()), master_offloaded});
   if (s->config.fp16_enabled()) {
     s->scaler.emplace(precision::loss_scaler_options(s->config));
     s->watch.emplace(precision::overflow_watch_options(s->config));

@@ -15,12 +15,11 @@ class HostStore final : public StateStore {
  public:
   explicit HostStore(bool pin_memory) : pin_(pin_memory && at::globalContext().hasCUDA()) {}
 
-  void add_group(std::size_t group, const at::Tensor& master) override {
+  void add_group(std::size_t group, int64_t numel, const MasterFill& fill) override {
     ZT_INTERNAL_ASSERT(group == groups_.size(), "offload groups added out of order");
     auto options = at::TensorOptions().dtype(at::kFloat).pinned_memory(pin_);
-    GroupStates s{at::empty({master.numel()}, options), at::zeros({master.numel()}, options),
-                  at::zeros({master.numel()}, options)};
-    s.master.copy_(master.reshape(-1));
+    GroupStates s{at::empty({numel}, options), at::zeros({numel}, options), at::zeros({numel}, options)};
+    fill(0, numel, s.master.data_ptr<float>());
     groups_.push_back(std::move(s));
   }
 

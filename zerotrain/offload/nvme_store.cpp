@@ -61,15 +61,15 @@ class NvmeStore final : public StateStore {
     }
   }
 
-  void add_group(std::size_t group, const at::Tensor& master) override {
+  void add_group(std::size_t group, int64_t numel, const MasterFill& fill) override {
     ZT_INTERNAL_ASSERT(group == groups_.size(), "offload groups added out of order");
     SwapGroup& g = groups_.emplace_back();
-    g.numel = master.numel();
+    g.numel = numel;
     for (size_t i = 0; i < kNames.size(); ++i) {
       g.files[i] = io::DirectFile::open(path_of(group, kNames[i]), io::DirectFile::Mode::kCreate);
       g.files[i].reserve(file_bytes(g.numel));
     }
-    write_file(g, 0, master.reshape(-1).to(at::kFloat).contiguous());
+    write_file(g, 0, [&](int64_t offset, int64_t n, float* out) { fill(offset, n, out); });
   }
 
   void begin_pass(std::vector<SubGroup> order) override {
@@ -130,7 +130,12 @@ class NvmeStore final : public StateStore {
   void write_group(std::size_t group, const GroupStates& states) override {
     SwapGroup& g = groups_.at(group);
     const std::array<const at::Tensor*, 3> in{&states.master, &states.exp_avg, &states.exp_avg_sq};
-    for (size_t i = 0; i < 3; ++i) write_file(g, i, in[i]->reshape(-1).to(at::kFloat).contiguous());
+    for (size_t i = 0; i < 3; ++i) {
+      const at::Tensor t = in[i]->reshape(-1).to(at::kFloat).contiguous();
+      write_file(g, i, [&](int64_t offset, int64_t n, float* out) {
+        std::memcpy(out, t.data_ptr<float>() + offset, static_cast<size_t>(n) * 4);
+      });
+    }
     g.fresh_moments = false;
   }
   bool resident() const override { return false; }
@@ -196,13 +201,13 @@ class NvmeStore final : public StateStore {
     set.writes.clear();
   }
 
-  // The whole of `t` into file `i` of `g`, a chunk at a time through the first buffer set.
-  void write_file(SwapGroup& g, size_t i, const at::Tensor& t) {
+  // File `i` of `g`, a chunk at a time through the first buffer set, from `fill`.
+  void write_file(SwapGroup& g, size_t i, const MasterFill& fill) {
     for (auto& set : sets_) wait_writes(set);
     for_each_chunk(g, [&](int64_t offset, int64_t numel) {
       const int64_t bytes = io::align_up(numel * 4);
       std::memset(static_cast<char*>(sets_[0].buffers[0].data()) + numel * 4, 0, static_cast<size_t>(bytes - numel * 4));
-      std::memcpy(sets_[0].buffers[0].data(), t.data_ptr<float>() + offset, static_cast<size_t>(numel) * 4);
+      fill(offset, numel, static_cast<float*>(sets_[0].buffers[0].data()));
       engine_->wait(engine_->submit({&g.files[i], chunk_offset_bytes(offset), sets_[0].buffers[0].data(), bytes, true}));
     });
   }

@@ -39,21 +39,22 @@ int64_t sub_group_numel(int64_t sub_group_size, int64_t largest_shard_numel) {
 }
 
 OptimizerOffload::OptimizerOffload(const OptimizerOffloadOptions& options, std::vector<stages::GroupState>& groups,
-                                   optim::FlatOptimizer& optimizer)
+                                   optim::FlatOptimizer& optimizer, stages::Stage& stage)
     : options_(options) {
   ZT_CHECK(optimizer.fused_adam_options({}).has_value(), NotSupported, "offload_optimizer: the offloaded step is "
            "DeepSpeedCPUAdam's, for Adam and AdamW; this config's optimizer is ", optimizer.name(),
            ". Use Adam or AdamW, or set offload_optimizer.device to \"none\"");
   int64_t largest = 0;
-  for (const auto& g : groups) largest = std::max(largest, g.master.defined() ? g.master.numel() : int64_t{0});
+  for (const auto& g : groups) largest = std::max(largest, g.layout.shard_numel());
   sub_group_numel_ = sub_group_numel(options.sub_group_size, largest);
   store_ = make_store(options, sub_group_numel_);
   for (auto& g : groups) {
-    ZT_INTERNAL_ASSERT(g.master.defined(), "optimizer offload needs the stage's fp32 master shard");
-    store_->add_group(g.index, g.master);
+    ZT_INTERNAL_ASSERT(!g.master.defined(), "the stage made a master that optimizer offload keeps itself");
+    store_->add_group(g.index, g.layout.shard_numel(), [&](int64_t offset, int64_t numel, float* out) {
+      stage.copy_shard_weights(g, offset, at::from_blob(out, {numel}, at::kFloat));
+    });
   }
-  in_memory_ = true;
-  send_out(groups, optimizer);
+  hand_to_optimizer(groups, optimizer);
 }
 
 OptimizerOffload::~OptimizerOffload() = default;
@@ -140,10 +141,15 @@ void OptimizerOffload::send_out(std::vector<stages::GroupState>& groups, optim::
   if (!in_memory_) return;
   for (auto& g : groups) {
     const auto& st = optimizer.state(g.index);
-    GroupStates s{g.master, st.count("exp_avg") ? st.at("exp_avg") : at::zeros_like(g.master),
-                  st.count("exp_avg_sq") ? st.at("exp_avg_sq") : at::zeros_like(g.master)};
-    if (st.count("exp_avg")) store_->write_group(g.index, s);   // else: fresh, the store has the master
-    // From here on the step writes the new weights into the parameters itself.
+    store_->write_group(g.index, {g.master, st.at("exp_avg"), st.at("exp_avg_sq")});
+  }
+  hand_to_optimizer(groups, optimizer);
+}
+
+// Between steps: the engine's master and the optimizer's state are the store's tensors
+// (host memory), or absent (on disk); the step writes the new weights into the parameters.
+void OptimizerOffload::hand_to_optimizer(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer) {
+  for (auto& g : groups) {
     g.weights_in_place = true;
     if (store_->resident()) {
       // Host memory: the engine's master and the optimizer's state are the store's tensors.

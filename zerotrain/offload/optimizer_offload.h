@@ -35,11 +35,11 @@ int64_t sub_group_numel(int64_t sub_group_size, int64_t largest_shard_numel);
 
 class OptimizerOffload {
  public:
-  // Takes each group's master weights (g.master) into the store; with nvme they leave
-  // memory. `optimizer` must be Adam or AdamW (NotSupported otherwise, as the fused CPU
+  // Builds each group's master weights in the store from the stage's weights (the stage
+  // made none: StageContext::master_offloaded), a sub-group at a time. `optimizer` must be Adam or AdamW (NotSupported otherwise, as the fused CPU
   // step is Adam's).
   OptimizerOffload(const OptimizerOffloadOptions& options, std::vector<stages::GroupState>& groups,
-                   optim::FlatOptimizer& optimizer);
+                   optim::FlatOptimizer& optimizer, stages::Stage& stage);
   ~OptimizerOffload();
 
   // The optimizer step of every group, from the stage's gradient shards divided by

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,9 +39,12 @@ struct GroupStates {
 class StateStore {
  public:
   virtual ~StateStore() = default;
-  // Takes group `group`'s initial master weights (fp32, the shard's numel); its moments
-  // start at zero. Groups are added in order, before any step.
-  virtual void add_group(std::size_t group, const at::Tensor& master) = 0;
+  // Group `group` has `numel` elements; `fill(offset, n, out)` writes its initial master
+  // weights [offset, offset + n) as fp32 into `out`, a piece at a time, so that the whole
+  // master never has to be in memory. Its moments start at zero. Groups are added in
+  // order, before any step.
+  using MasterFill = std::function<void(int64_t offset, int64_t numel, float* out)>;
+  virtual void add_group(std::size_t group, int64_t numel, const MasterFill& fill) = 0;
 
   // One pass over `order` (a step): acquire(k) returns sub-group k's arrays once they are in
   // memory, release(k) hands them back (to be written), finish() waits until every write is

@@ -41,9 +41,19 @@ void Stage::allocate(GroupState& g) {
   g.staging.resize(g.layout.buckets().size());
   if (plan.grad_full_numel > 0) g.grad_full = at::zeros({plan.grad_full_numel}, d.accum);
   if (plan.grad_shard_numel > 0) g.grad_shard = at::zeros({plan.grad_shard_numel}, d.accum);
-  if (plan.master_numel > 0) {
+  if (plan.master_numel > 0 && !ctx_.master_offloaded) {
     init_master(g);
     ZT_INTERNAL_ASSERT(g.master.numel() == plan.master_numel, "master weights differ from the plan");
+  }
+}
+
+void Stage::copy_shard_weights(GroupState& g, int64_t offset, const at::Tensor& out) {
+  const int64_t end = offset + out.numel();
+  for (const ShardPiece& piece : weight_pieces(g)) {
+    const int64_t begin = std::max(offset, piece.shard_offset), stop = std::min(end, piece.shard_offset + piece.numel);
+    if (begin >= stop) continue;
+    ZT_INTERNAL_ASSERT(piece.weights.defined(), "copy_shard_weights over weights without memory");
+    out.narrow(0, begin - offset, stop - begin).copy_(piece.weights.narrow(0, begin - piece.shard_offset, stop - begin));
   }
 }
 

@@ -57,6 +57,9 @@ struct StageContext {
   const config::ZeroConfig* zero = nullptr;   // the config's zero_optimization block
   // Stage 3 with offload_param "nvme": where the parameter shard lives (else in memory).
   std::shared_ptr<stage3::ParamSwap> param_swap;
+  // Optimizer offload keeps the fp32 master itself (offload/optimizer_offload.h): the stage
+  // makes none, so that a model whose master only fits on disk never has it in memory.
+  bool master_offloaded = false;
 };
 
 class Stage {
@@ -103,6 +106,8 @@ class Stage {
   // in shard order; and a piece without memory of its own, filled.
   virtual std::vector<ShardPiece> weight_pieces(GroupState& g) { return {}; }
   virtual void store_weight_piece(GroupState& g, std::size_t piece, const at::Tensor& weights) {}
+  // This rank's weights [offset, offset + out.numel()) of its shard of `g`, as fp32 in `out`.
+  virtual void copy_shard_weights(GroupState& g, int64_t offset, const at::Tensor& out);
   // After the optimizer stepped every group: the new weights into every rank's parameters.
   virtual void publish_weights(std::vector<GroupState>& groups) = 0;
   void zero_gradients(GroupState& g);

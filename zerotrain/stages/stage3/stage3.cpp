@@ -428,6 +428,18 @@ std::vector<ShardPiece> Stage3::weight_pieces(GroupState& g) {
   return pieces;
 }
 
+void Stage3::copy_shard_weights(GroupState& g, int64_t offset, const at::Tensor& out) {
+  if (!swap_) return Stage::copy_shard_weights(g, offset, out);
+  const int64_t end = offset + out.numel();
+  for (size_t k = 0; k < g.layout.buckets().size(); ++k) {   // the chunks on disk, read one at a time
+    const auto& b = g.layout.buckets()[k];
+    const int64_t begin = std::max(offset, b.shard_offset), stop = std::min(end, b.shard_offset + b.chunk.numel);
+    if (begin >= stop) continue;
+    const at::Tensor chunk = swap_->finish_read(swap_->start_read(g.index, k));
+    out.narrow(0, begin - offset, stop - begin).copy_(chunk.narrow(0, begin - b.shard_offset, stop - begin));
+  }
+}
+
 void Stage3::store_weight_piece(GroupState& g, std::size_t piece, const at::Tensor& weights) {
   ZT_INTERNAL_ASSERT(swap_ != nullptr, "a stage-3 weight piece stored without parameter offload");
   swap_->write(g.index, piece, weights);

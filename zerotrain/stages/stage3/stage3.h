@@ -44,6 +44,7 @@ class Stage3 final : public Stage2 {
   void publish_weights(std::vector<GroupState>& groups) override;
   std::vector<ShardPiece> weight_pieces(GroupState& g) override;
   void store_weight_piece(GroupState& g, std::size_t piece, const at::Tensor& weights) override;
+  void copy_shard_weights(GroupState& g, int64_t offset, const at::Tensor& out) override;
   int64_t param_nbytes(const GroupState& g) const override;
   std::vector<int> begin_user_gather(std::vector<GroupState>& groups, const std::vector<at::Tensor>& params) override;
   void end_user_gather(std::vector<GroupState>& groups, const std::vector<int>& token,
