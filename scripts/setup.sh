@@ -38,6 +38,7 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev   # fuzzing the config and checkpoint readers (scripts/fuzz.sh)
   libxxhash-dev        # checkpoint checksums (XXH3-64)
   liburing-dev libaio-dev   # the io_uring and libaio engines of NVMe offload (zerotrain/io)
+  fio                       # the second baseline of bench/io_bandwidth.sh (our IO engine against fio and dd)
   zlib1g-dev           # gzip-compressed IDX files (zerotrain/data/idx.cpp); libopenmpi-dev also pulls it in
   time                 # /usr/bin/time: the peak memory of zerotrain zero-to-fp32 (tests/cli/checkpoint_rss_test.sh)
   dataset-fashion-mnist   # the main job's data: Fashion-MNIST (IDX, gzip) in /usr/share/datasets/fashion-mnist
