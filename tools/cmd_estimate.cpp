@@ -42,6 +42,7 @@ struct EstimateOptions {
   estimate::Cluster cluster;
   estimate::Setup setup;
   std::string runtime_bytes;
+  std::string sub_group_size;
 };
 
 struct AdviseOptions {
@@ -50,20 +51,28 @@ struct AdviseOptions {
   std::string precision = "bf16";
   std::string memory_per_rank;
   std::string host_memory;
+  std::string disk_bytes;
   std::optional<int> ranks_per_node;
   std::string runtime_bytes;
+  std::string sub_group_size;
 };
 
-const char* const kSetupFlags[] = {"--world_size", "--micro_batch", "--seq_len", "--reduce_bucket_size",
-                                   "--overlap_comm", "--runtime_bytes", "--activation_checkpointing"};
+const char* const kSetupFlags[] = {"--world_size",     "--micro_batch",    "--seq_len",
+                                   "--reduce_bucket_size", "--overlap_comm", "--runtime_bytes",
+                                   "--activation_checkpointing", "--sub_group_size", "--buffer_count",
+                                   "--pipeline_read", "--pipeline_write"};
 const char* const kClusterFlags[] = {"--num_gpus_per_node", "--num_nodes", "--additional_buffer_factor"};
+
+int64_t runtime_of(const std::string& text) {
+  return text.empty() ? kDefaultRuntimeBytes : strings::parse_bytes(text, "--runtime_bytes");
+}
 
 void add_model_options(CLI::App* cmd, ModelOptions& m) {
   cmd->add_option("--model", m.model, "A built-in model: gpt, mlp or convnet (its activations are not estimated)");
   cmd->add_option("--model_config", m.model_config, "preset=NAME,key=value,... (as zerotrain train)");
 }
 
-void add_setup_options(CLI::App* cmd, estimate::Setup& s, std::string& runtime_bytes) {
+void add_setup_options(CLI::App* cmd, estimate::Setup& s, std::string& runtime_bytes, std::string& sub_group_size) {
   // Every number is range-checked where it is parsed, as the config reader checks the keys.
   cmd->add_option("--world_size", s.world_size, "Ranks")->capture_default_str()->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--micro_batch", s.micro_batch, "Samples per rank per micro-step")
@@ -95,6 +104,25 @@ void add_setup_options(CLI::App* cmd, estimate::Setup& s, std::string& runtime_b
   cmd->add_option("--runtime_bytes", runtime_bytes, "The runtime's own memory per rank (default 150MiB, measured)");
   cmd->add_flag("--activation_checkpointing", s.activation_checkpointing,
                 "Estimate with activation checkpointing (each block keeps only its input)");
+  // NVMe offload (docs/offload.md): what sizes the optimizer store's buffers.
+  cmd->add_option("--sub_group_size", sub_group_size,
+                  "NVMe offload: elements stepped at a time (zero_optimization.sub_group_size; default 1e9, capped at "
+                  "the shard)");
+  cmd->add_option("--buffer_count", s.buffer_count, "NVMe offload: offload_optimizer.buffer_count")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  cmd->add_flag("--pipeline_read", s.pipeline_read, "NVMe offload: read the next sub-groups while one is stepped");
+  cmd->add_flag("--pipeline_write", s.pipeline_write, "NVMe offload: write a stepped sub-group while the next is stepped");
+}
+
+// The setup's numbers given as text: sizes and counts as people write them.
+void finish_setup(estimate::Setup& s, const std::string& runtime_bytes, const std::string& sub_group_size) {
+  s.runtime_bytes = runtime_of(runtime_bytes);
+  if (sub_group_size.empty()) return;
+  const double n = strings::parse_count(sub_group_size, "--sub_group_size");
+  ZT_CHECK(n >= 1 && n < 9007199254740992.0, UsageError, "--sub_group_size ", sub_group_size,
+           " must be at least 1 element (and below 2^53)");
+  s.sub_group_size = static_cast<int64_t>(n);
 }
 
 // The parameter counts and, for a built-in model, its shape (counted from its fields; the
@@ -122,33 +150,38 @@ estimate::ModelShape model_shape(const ModelOptions& m, bool need_model) {
   return shape;
 }
 
-int64_t runtime_of(const std::string& text) {
-  return text.empty() ? kDefaultRuntimeBytes : strings::parse_bytes(text, "--runtime_bytes");
-}
-
-// --detailed --json: every implemented-or-not setup with its breakdown, for scripts.
+// --detailed --json: every setup with its breakdown, for scripts. "offload_optimizer" and
+// "offload_param" say whether that offload is on; "..._device" where to.
 nlohmann::ordered_json detailed_json(const estimate::ModelShape& shape, const estimate::Setup& base) {
+  using estimate::Offload;
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (auto precision : {estimate::Precision::kFp32, estimate::Precision::kBf16, estimate::Precision::kFp16}) {
     for (int stage : {0, 1, 2, 3}) {
-      for (int offload = 0; offload < 3; ++offload) {
-        estimate::Setup s = base;
-        s.precision = precision;
-        s.stage = stage;
-        s.offload_optimizer = offload >= 1;
-        s.offload_param = offload == 2;
-        const auto traits = stages::traits_of(stage);
-        if ((s.offload_optimizer && !traits.shards_optimizer) || (s.offload_param && !traits.shards_parameters)) continue;
-        const auto b = estimate::estimate(shape, s);
-        s.activation_checkpointing = true;
-        const auto ck = estimate::estimate(shape, s);
-        rows.push_back({{"precision", estimate::to_string(precision)}, {"stage", stage},
-                        {"offload_optimizer", s.offload_optimizer}, {"offload_param", s.offload_param},
-                        {"implemented", b.implemented}, {"params", b.params}, {"grads", b.grads},
-                        {"master", b.master}, {"optimizer", b.optimizer}, {"buffers", b.buffers},
-                        {"model_states", b.model_states()}, {"host", b.host}, {"activations", b.activations},
-                        {"activations_checkpointed", ck.activations}, {"backward_transient", b.backward_transient},
-                        {"runtime", b.runtime}, {"peak", b.peak()}, {"peak_checkpointed", ck.peak()}});
+      for (Offload param : {Offload::kNone, Offload::kCpu, Offload::kNvme}) {
+        for (Offload optimizer : {Offload::kNone, Offload::kCpu, Offload::kNvme}) {
+          estimate::Setup s = base;
+          s.precision = precision;
+          s.stage = stage;
+          s.offload_optimizer = optimizer;
+          s.offload_param = param;
+          const auto traits = stages::traits_of(stage);
+          if ((optimizer != Offload::kNone && !traits.shards_optimizer) ||
+              (param != Offload::kNone && !traits.shards_parameters)) {
+            continue;
+          }
+          const auto b = estimate::estimate(shape, s);
+          s.activation_checkpointing = true;
+          const auto ck = estimate::estimate(shape, s);
+          rows.push_back({{"precision", estimate::to_string(precision)}, {"stage", stage},
+                          {"offload_optimizer", optimizer != Offload::kNone},
+                          {"offload_optimizer_device", estimate::to_string(optimizer)},
+                          {"offload_param", param != Offload::kNone}, {"offload_param_device", estimate::to_string(param)},
+                          {"params", b.params}, {"grads", b.grads}, {"master", b.master}, {"optimizer", b.optimizer},
+                          {"buffers", b.buffers}, {"model_states", b.model_states()}, {"host", b.host},
+                          {"disk", b.disk}, {"activations", b.activations},
+                          {"activations_checkpointed", ck.activations}, {"backward_transient", b.backward_transient},
+                          {"runtime", b.runtime}, {"peak", b.peak()}, {"peak_checkpointed", ck.peak()}});
+        }
       }
     }
   }
@@ -164,7 +197,7 @@ int run_estimate(const EstimateOptions& o) {
                "counts ranks with --world_size");
     }
     estimate::Setup setup = o.setup;
-    setup.runtime_bytes = runtime_of(o.runtime_bytes);
+    finish_setup(setup, o.runtime_bytes, o.sub_group_size);
     const auto shape = model_shape(o.m, true);
     if (o.json) {
       std::cout << detailed_json(shape, setup).dump(2) << "\n";
@@ -197,7 +230,7 @@ int run_estimate(const EstimateOptions& o) {
 int run_advise(const AdviseOptions& o) {
   ZT_CHECK(!o.memory_per_rank.empty(), UsageError, "--memory_per_rank BYTES is required (e.g. 16GiB)");
   estimate::Setup setup = o.setup;
-  setup.runtime_bytes = runtime_of(o.runtime_bytes);
+  finish_setup(setup, o.runtime_bytes, o.sub_group_size);
   if (o.precision == "bf16") {
     setup.precision = estimate::Precision::kBf16;
   } else if (o.precision == "fp16") {
@@ -209,30 +242,38 @@ int run_advise(const AdviseOptions& o) {
   const int64_t per_rank = strings::parse_bytes(o.memory_per_rank, "--memory_per_rank");
   const std::optional<int64_t> host =
       o.host_memory.empty() ? std::nullopt : std::optional(strings::parse_bytes(o.host_memory, "--host_memory"));
+  const std::optional<int64_t> disk =
+      o.disk_bytes.empty() ? std::nullopt : std::optional(strings::parse_bytes(o.disk_bytes, "--disk_bytes"));
   ZT_CHECK(!o.ranks_per_node || *o.ranks_per_node >= 1, UsageError, "--ranks_per_node must be at least 1");
   const int per_node = o.ranks_per_node.value_or(setup.world_size);
-  const auto advice = estimate::advise(shape, setup, per_rank, host, per_node);
+  const auto advice = estimate::advise(shape, setup, {per_rank, host, disk, per_node});
   std::cout << "Fastest first, " << shape.name << " on " << setup.world_size << " rank(s), "
             << estimate::to_string(setup.precision) << ", micro-batch " << setup.micro_batch << ":\n"
             << advice.why;
   if (!advice.fits) {
     std::cout << "Nothing fits in " << o.memory_per_rank << " per rank"
-              << (host ? " and " + o.host_memory + " of host memory" : std::string()) << ". Add ranks (--world_size), "
+              << (host ? " and " + o.host_memory + " of host memory" : std::string())
+              << (disk ? " and " + o.disk_bytes + " of disk" : std::string()) << ". Add ranks (--world_size), "
               << "lower --micro_batch or --seq_len"
               << (setup.activation_checkpointing ? "" : ", see what activation checkpointing would save "
                                                          "(--activation_checkpointing)")
-              << (setup.precision == estimate::Precision::kFp32 ? ", or train in bf16 (--precision bf16)" : "")
+              << (setup.precision == estimate::Precision::kFp32 ? ", train in bf16 (--precision bf16)" : "")
+              << (disk ? "" : ", or give the free space of a local disk (--disk_bytes) to consider NVMe offload")
               << ".\n";
     return 1;
   }
   const auto& s = advice.setup;
-  std::cout << "\nUse ZeRO stage " << s.stage
-            << (s.offload_optimizer ? (s.offload_param ? " with optimizer and parameter offload" : " with optimizer offload")
-                                    : "")
-            << ": the fastest setup that fits"
-            << (advice.breakdown.implemented ? "." : " (this engine does not run offload yet).")
-            << "\n\n"
+  using estimate::Offload;
+  std::string offload;
+  if (s.offload_optimizer != Offload::kNone) {
+    offload = std::string(" with optimizer") + (s.offload_param != Offload::kNone ? " and parameter" : "") +
+              " offload to " + (s.offload_optimizer == Offload::kNvme ? "NVMe" : "host memory");
+  } else if (s.offload_param != Offload::kNone) {
+    offload = " with parameter offload to host memory";
+  }
+  std::cout << "\nUse ZeRO stage " << s.stage << offload << ": the fastest setup that fits.\n\n"
             << advice.config_json << "\n";
+  if (!advice.note.empty()) std::cout << "\n" << advice.note << "\n";
   return 0;
 }
 
@@ -251,7 +292,7 @@ Command add_estimate_command(CLI::App& app) {
   cmd->add_option("--additional_buffer_factor", o->cluster.additional_buffer_factor)->capture_default_str();
   cmd->add_flag("--detailed", o->detailed, "This engine's bytes per rank: every stage, offload option and precision");
   cmd->add_flag("--json", o->json, "With --detailed: the breakdowns as JSON");
-  add_setup_options(cmd, o->setup, o->runtime_bytes);
+  add_setup_options(cmd, o->setup, o->runtime_bytes, o->sub_group_size);
   return {cmd, [o] { return run_estimate(*o); }};
 }
 
@@ -261,9 +302,11 @@ Command add_advise_command(CLI::App& app) {
   add_model_options(cmd, a->m);
   cmd->add_option("--memory_per_rank", a->memory_per_rank, "Memory one rank may use (17179869184, 16GiB)");
   cmd->add_option("--host_memory", a->host_memory, "Host memory offload may use on a node (e.g. 64GiB)");
-  cmd->add_option("--ranks_per_node", a->ranks_per_node, "Ranks sharing the host memory (default: all)");
+  cmd->add_option("--disk_bytes", a->disk_bytes,
+                  "Free space of the local disk for nvme_path (e.g. 500GiB): lets the advisor pick NVMe offload");
+  cmd->add_option("--ranks_per_node", a->ranks_per_node, "Ranks sharing the host memory and disk (default: all)");
   cmd->add_option("--precision", a->precision, "fp32, bf16 or fp16")->capture_default_str();
-  add_setup_options(cmd, a->setup, a->runtime_bytes);
+  add_setup_options(cmd, a->setup, a->runtime_bytes, a->sub_group_size);
   return {cmd, [a] { return run_advise(*a); }};
 }
 

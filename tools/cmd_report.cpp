@@ -53,7 +53,7 @@ const std::vector<Feature> kFeatures = {
     {"ZeRO stages 0, 1, 2 (fp32, bf16, fp16)", "yes"},
     {"ZeRO stage 3 (Sharded units, prefetch, reuse, ZeroInit)", "yes"},
     {"fp16 / bf16 mixed precision (DeepSpeed's loss scaler)", "yes"},
-    {"CPU / NVMe offload", "not yet"},
+    {"CPU / NVMe offload (optimizer: stages 1-3; parameters: stage 3)", "yes"},
     {"checkpoints (resharding load, zero-to-fp32, inspect)", "yes"},
     {"launcher (zerotrain launch)", "yes"},
     {"memory estimator (zerotrain estimate, advise)", "yes"},

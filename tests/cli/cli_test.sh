@@ -189,7 +189,8 @@ expect estimate_model 0 "SW: Model with 0M total params, 0M largest layer params
 expect estimate_zero3_needs_l 2 "zero3 needs --largest_layer_params" -- "$zt" estimate zero3 --params 1e9
 expect estimate_bad_count 2 "--params: '3B' is not a count" -- "$zt" estimate zero2 --params 3B
 expect estimate_no_stage 2 "zerotrain estimate zero2|zero3" -- "$zt" estimate --params 1e9
-expect estimate_detailed 0 "| stage 2 |" "bf16: activations" "with activation checkpointing" "(not yet)" -- \
+expect estimate_detailed 0 "| stage 2 |" "bf16: activations" "with activation checkpointing" \
+  "| stage 3, offload_optimizer=nvme, offload_param=nvme |" -- \
   "$zt" estimate --detailed --model gpt --model_config preset=small --world_size 2 --micro_batch 8
 expect estimate_detailed_needs_model 2 "needs a built-in model" -- "$zt" estimate --detailed --params 1e9
 expect advise_stage 0 "Use ZeRO stage" "\"zero_optimization\": {\"stage\":" "stage 0: " -- \

@@ -1,9 +1,12 @@
 // zerotrain estimate's model states against the engine's own count: the same bytes, per
-// rank, at every implemented stage and precision, with buckets small enough that several
-// are in flight.
+// rank, at every stage and precision, with buckets small enough that several are in
+// flight, and with offload to host memory and to disk (its swap files' bytes too).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <vector>
 
 #include "tests/support/parity_model.h"
@@ -147,6 +150,127 @@ INSTANTIATE_TEST_SUITE_P(Precisions, EstimateMatchesEngineStage3, ::testing::Val
                            return std::string(ze::to_string(info.param.precision)) +
                                   (info.param.overlap ? "_overlap" : "");
                          });
+
+// Offload: optimizer states in host memory or on disk at stages 1-3, the parameter shard
+// on disk at stage 3, in fp32 and bf16. Sub-groups of 40 elements, so that each rank's
+// shard streams through several; the swap files go to a folder on the disk the test runs
+// from (O_DIRECT refuses tmpfs).
+struct OffloadCase {
+  int stage;
+  ze::Precision precision;
+  ze::Offload optimizer;
+  ze::Offload param = ze::Offload::kNone;
+  bool pipeline = true;   // pipeline_read and pipeline_write
+};
+
+void PrintTo(const OffloadCase& c, std::ostream* os) {
+  *os << "stage " << c.stage << ", " << ze::to_string(c.precision) << ", optimizer to " << ze::to_string(c.optimizer)
+      << ", parameters to " << ze::to_string(c.param) << (c.pipeline ? "" : ", no pipeline");
+}
+
+std::string name_of(const OffloadCase& c) {
+  return "stage" + std::to_string(c.stage) + "_" + ze::to_string(c.precision) + "_optimizer_" +
+         ze::to_string(c.optimizer) + (c.param == ze::Offload::kNone ? "" : std::string("_params_") + ze::to_string(c.param)) +
+         (c.pipeline ? "" : "_sync");
+}
+
+// A folder of the test's own under the working directory, removed when it ends.
+struct ScratchDir {
+  explicit ScratchDir(const std::string& name)
+      : path(std::filesystem::current_path() / ("zt_estimate_" + name + "_" + std::to_string(::getpid()))) {}
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::filesystem::path path;
+};
+
+std::string offload_block(const char* key, ze::Offload device, const std::string& nvme_path, bool pipeline) {
+  if (device == ze::Offload::kNone) return "";
+  std::string block = std::string(", \"") + key + R"(": {"device": ")" + ze::to_string(device) + "\"";
+  if (device == ze::Offload::kNvme) block += R"(, "nvme_path": ")" + nvme_path + "\"";
+  if (device == ze::Offload::kNvme && std::string(key) == "offload_optimizer") {
+    block += std::string(R"(, "pipeline_read": )") + (pipeline ? "true" : "false") + R"(, "pipeline_write": )" +
+             (pipeline ? "true" : "false");
+  }
+  return block + "}";
+}
+
+class EstimateMatchesEngineOffload : public ::testing::TestWithParam<OffloadCase> {};
+
+TEST_P(EstimateMatchesEngineOffload, ModelStateAndDiskBytesPerRank) {
+  const OffloadCase c = GetParam();
+  constexpr int kWorld = 2;
+  const ScratchDir dir(name_of(c));
+  const std::string zero =
+      R"({"stage": )" + std::to_string(c.stage) + R"(, "reduce_bucket_size": 40, "overlap_comm": true, "sub_group_size": 40)" +
+      (c.stage == 3 ? R"(, "stage3_param_persistence_threshold": 0)" : "") +
+      offload_block("offload_optimizer", c.optimizer, dir.path.string(), c.pipeline) +
+      offload_block("offload_param", c.param, dir.path.string(), c.pipeline) + "}";
+  const auto config = zerotrain::Config::from_string(
+      R"({"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.01}}, "zero_optimization": )" + zero +
+      precision_block(c.precision) + "}");
+  ze::Setup setup;
+  setup.world_size = kWorld;
+  setup.stage = c.stage;
+  setup.precision = c.precision;
+  setup.reduce_bucket_size = 40;
+  setup.overlap_comm = true;
+  setup.offload_optimizer = c.optimizer;
+  setup.offload_param = c.param;
+  setup.sub_group_size = 40;
+  setup.pipeline_read = setup.pipeline_write = c.pipeline;
+  setup.param_persistence_threshold = 0;
+  std::vector<zerotrain::ModelStateBytes> measured;
+  ze::Breakdown predicted;
+  if (c.stage == 3) {
+    std::vector<ShardedParityNet> nets;
+    for (int r = 0; r < kWorld; ++r) {
+      nets.push_back(make_sharded_parity_net(false));
+      for (auto& p : nets.back()->unused->parameters()) p.set_requires_grad(false);
+    }
+    predicted = ze::estimate(zerotrain::models::shape_of(*nets[0], "sharded parity net"), setup);
+    measured = train_two_steps(nets, config);
+    EXPECT_EQ(predicted.gathered, measured[0].gathered_peak);
+  } else {
+    std::vector<ParityNet> nets;
+    for (int r = 0; r < kWorld; ++r) {
+      nets.push_back(make_parity_net(false));
+      for (auto& p : nets.back()->unused->parameters()) p.set_requires_grad(false);
+    }
+    predicted = ze::estimate(zerotrain::models::shape_of(*nets[0], "parity net"), setup);
+    measured = train_two_steps(nets, config);
+  }
+  ASSERT_EQ(measured.size(), 2u);
+  const auto& m0 = measured[0];
+  const auto& m1 = measured[1];
+  EXPECT_EQ(predicted.model_states(), std::max(m0.total(), m1.total()))
+      << "predicted params " << predicted.params << ", grads " << predicted.grads << ", master " << predicted.master
+      << ", optimizer " << predicted.optimizer << ", buffers " << predicted.buffers << "; rank 0 measured params "
+      << m0.params << ", grads " << m0.grads << ", master " << m0.master << ", optimizer " << m0.optimizer
+      << ", buffers " << m0.buffers;
+  EXPECT_EQ(predicted.disk, std::max(m0.disk, m1.disk)) << "rank 0 " << m0.disk << ", rank 1 " << m1.disk;
+  EXPECT_EQ(predicted.disk > 0, c.optimizer == ze::Offload::kNvme || c.param == ze::Offload::kNvme);
+}
+
+std::vector<OffloadCase> offload_cases() {
+  std::vector<OffloadCase> all;
+  for (int stage : {1, 2, 3}) {
+    for (auto p : {ze::Precision::kFp32, ze::Precision::kBf16}) {
+      for (auto optimizer : {ze::Offload::kCpu, ze::Offload::kNvme}) all.push_back({stage, p, optimizer});
+    }
+  }
+  for (auto p : {ze::Precision::kFp32, ze::Precision::kBf16}) {
+    for (auto optimizer : {ze::Offload::kNone, ze::Offload::kCpu, ze::Offload::kNvme}) {
+      all.push_back({3, p, optimizer, ze::Offload::kNvme});
+    }
+  }
+  all.push_back({2, ze::Precision::kBf16, ze::Offload::kNvme, ze::Offload::kNone, false});   // one buffer set
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, EstimateMatchesEngineOffload, ::testing::ValuesIn(offload_cases()),
+                         [](const auto& info) { return name_of(info.param); });
 
 }  // namespace
 

@@ -148,12 +148,6 @@ TEST(DetailedEstimate, ShardsShrinkWithTheStage) {
   EXPECT_LT(s1.optimizer, s0.optimizer / 3);
   EXPECT_LT(s2.grads, s1.grads / 4);
   EXPECT_LT(s3.params, s2.params);
-  EXPECT_TRUE(s2.implemented);
-  EXPECT_TRUE(s3.implemented);
-  s.stage = 3;
-  s.offload_param = true;
-  EXPECT_FALSE(ze::estimate(m, s).implemented);   // offload comes later
-  s.offload_param = false;
   s.stage = 2;
   s.precision = ze::Precision::kBf16;
   EXPECT_EQ(ze::estimate(m, s).params, 2 * psi);
@@ -175,20 +169,20 @@ TEST(Advisor, TakesTheFastestSetupThatFits) {
     return ze::estimate(m, s).peak();
   };
   // Enough for stage 0: stage 0.
-  auto a = ze::advise(m, base, peak(0), std::nullopt, 4);
+  auto a = ze::advise(m, base, {.memory_per_rank = peak(0), .ranks_per_node = 4});
   EXPECT_TRUE(a.fits);
   EXPECT_EQ(a.setup.stage, 0);
   // Just too little for stages 0 and 1: stage 2, with its config fragment.
-  a = ze::advise(m, base, peak(2), std::nullopt, 4);
+  a = ze::advise(m, base, {.memory_per_rank = peak(2), .ranks_per_node = 4});
   EXPECT_TRUE(a.fits);
   EXPECT_EQ(a.setup.stage, 2);
   EXPECT_NE(a.config_json.find("\"stage\": 2"), std::string::npos) << a.config_json;
   EXPECT_NE(a.why.find("stage 0: "), std::string::npos);
   EXPECT_NE(a.why.find("does not fit"), std::string::npos);
   // Not even the runtime fits: nothing.
-  a = ze::advise(m, base, 1 << 20, std::nullopt, 4);
+  a = ze::advise(m, base, {.memory_per_rank = 1 << 20, .ranks_per_node = 4});
   EXPECT_FALSE(a.fits);
-  EXPECT_THROW(ze::advise(m, base, 0, std::nullopt, 4), zerotrain::UsageError);
+  EXPECT_THROW(ze::advise(m, base, {.memory_per_rank = 0, .ranks_per_node = 4}), zerotrain::UsageError);
 }
 
 TEST(Advisor, OffloadNeedsTheHostMemoryItMovesThere) {
@@ -198,13 +192,193 @@ TEST(Advisor, OffloadNeedsTheHostMemoryItMovesThere) {
   ze::Setup s3 = base;
   s3.stage = 3;
   const int64_t below_stage3 = ze::estimate(m, s3).peak() - 1;
-  auto a = ze::advise(m, base, below_stage3, std::nullopt, 2);
+  auto a = ze::advise(m, base, {.memory_per_rank = below_stage3, .ranks_per_node = 2});
   ASSERT_TRUE(a.fits);
-  EXPECT_TRUE(a.setup.offload_optimizer);
+  EXPECT_EQ(a.setup.offload_optimizer, ze::Offload::kCpu);
   EXPECT_NE(a.config_json.find("\"offload_optimizer\": {\"device\": \"cpu\""), std::string::npos) << a.config_json;
-  a = ze::advise(m, base, below_stage3, /*host_memory=*/1024, 2);
+  a = ze::advise(m, base, {.memory_per_rank = below_stage3, .host_memory = 1024, .ranks_per_node = 2});
   EXPECT_FALSE(a.fits);
   EXPECT_NE(a.why.find("the host memory does not fit"), std::string::npos) << a.why;
+}
+
+// A model known by its counts: one million parameters, on two ranks a shard of 500000.
+ze::ModelShape million_params() {
+  ze::ModelShape m;
+  m.name = "a model";
+  m.param_numels = {1000000};
+  m.largest_layer_params = 1000000;
+  return m;
+}
+
+// Offload as the engine does it (docs/offload.md): host memory keeps the same states and
+// drops the step's fp32 gradient copy; NVMe keeps a few sub-group buffers in memory and
+// the states in aligned slots on disk; stage 3's parameter shard goes to disk with
+// offload_param nvme. (estimate_engine_test checks the same against the engine.)
+TEST(DetailedEstimate, OffloadMovesWhatTheEngineMoves) {
+  const auto m = million_params();
+  constexpr int64_t kShard = 500000;
+  ze::Setup s;
+  s.world_size = 2;
+  s.stage = 2;
+  s.precision = ze::Precision::kBf16;
+  s.reduce_bucket_size = 100000;   // a bf16 bucket of 200 KB, the fp32 gradient copy 2 MB
+  const auto plain = ze::estimate(m, s);
+  EXPECT_EQ(plain.master, kShard * 4);
+  EXPECT_EQ(plain.buffers, kShard * 4);
+  EXPECT_EQ(plain.host, 0);
+  EXPECT_EQ(plain.disk, 0);
+
+  s.offload_optimizer = ze::Offload::kCpu;
+  const auto cpu = ze::estimate(m, s);
+  EXPECT_EQ(cpu.master, kShard * 4);
+  EXPECT_EQ(cpu.optimizer, kShard * 8);
+  EXPECT_EQ(cpu.buffers, 100000 * 2);   // the bucket only: the fused step reads bf16 gradients
+  EXPECT_EQ(cpu.host, kShard * 12);
+  EXPECT_EQ(cpu.disk, 0);
+  EXPECT_EQ(cpu.params, plain.params);
+  EXPECT_EQ(cpu.grads, plain.grads);
+
+  s.offload_optimizer = ze::Offload::kNvme;
+  s.sub_group_size = 100000;
+  s.pipeline_read = s.pipeline_write = true;
+  const int64_t slot = 401408;   // 400000 bytes rounded up to 4096
+  const auto nvme = ze::estimate(m, s);
+  EXPECT_EQ(nvme.master, 0);
+  EXPECT_EQ(nvme.optimizer, 0);
+  EXPECT_EQ(nvme.buffers, 100000 * 2 + 3 * 3 * slot);   // 3 sets of master, exp_avg, exp_avg_sq
+  EXPECT_EQ(nvme.host, 3 * 3 * slot);
+  EXPECT_EQ(nvme.disk, 3 * 5 * slot);                    // 5 sub-groups of each
+  s.pipeline_write = false;
+  s.buffer_count = 9;   // DeepSpeed's count of single tensors: 3 sets
+  EXPECT_EQ(ze::estimate(m, s).host, 3 * 3 * slot);
+  s.buffer_count = 4;
+  EXPECT_EQ(ze::estimate(m, s).host, 2 * 3 * slot);
+  s.sub_group_size = 1000000000;   // capped at the shard
+  EXPECT_EQ(ze::estimate(m, s).disk, 3 * 2000896);   // 2000000 bytes rounded up
+
+  // Stage 3 in fp32: the parameter shard was the master; optimizer offload keeps its own.
+  s = {.world_size = 2, .stage = 3};
+  const auto s3 = ze::estimate(m, s);
+  EXPECT_EQ(s3.params, 0);   // nothing resident: the one unit is sharded
+  s.offload_optimizer = ze::Offload::kCpu;
+  EXPECT_EQ(ze::estimate(m, s).params, kShard * 4);
+  EXPECT_EQ(ze::estimate(m, s).master, kShard * 4);
+  // Parameter offload to NVMe: the shard leaves memory, one aligned slot per unit on disk;
+  // in fp32 the master is then a shard of its own.
+  s.offload_optimizer = ze::Offload::kNone;
+  s.offload_param = ze::Offload::kNvme;
+  s.precision = ze::Precision::kBf16;
+  const auto params_nvme = ze::estimate(m, s);
+  EXPECT_EQ(params_nvme.params, 0);
+  EXPECT_EQ(params_nvme.master, kShard * 4);
+  EXPECT_EQ(params_nvme.disk, 1003520);   // 1000000 bytes rounded up
+  s.precision = ze::Precision::kFp32;
+  EXPECT_EQ(ze::estimate(m, s).master, kShard * 4);
+  EXPECT_EQ(ze::estimate(m, s).disk, 2000896);
+  // The disk is not memory: it is in neither the model states nor the peak.
+  s.offload_optimizer = ze::Offload::kNvme;
+  const auto both = ze::estimate(m, s);
+  EXPECT_EQ(both.model_states(), both.params + both.grads + both.master + both.optimizer + both.buffers);
+  EXPECT_GT(both.disk, 2000896);
+  s.stage = 2;
+  EXPECT_THROW(ze::estimate(m, s), zerotrain::UsageError);   // parameter offload below stage 3
+}
+
+TEST(DetailedEstimate, ReportHasEveryOffloadRowWithItsDisk) {
+  ze::Setup s;
+  s.world_size = 2;
+  const std::string report = ze::detailed_report(million_params(), s);
+  for (const char* row : {"| stage 1, offload_optimizer=nvme |", "| stage 2, offload_optimizer=cpu |",
+                          "| stage 3, offload_param=nvme |", "| stage 3, offload_optimizer=nvme, offload_param=nvme |",
+                          "| host | disk |", "sub_group_size 1000000000"}) {
+    EXPECT_NE(report.find(row), std::string::npos) << row << " in:\n" << report;
+  }
+  EXPECT_EQ(report.find("not yet"), std::string::npos) << report;
+}
+
+// Two billion parameters on two ranks in bf16: host memory offload needs 14 GB of host
+// memory per rank (12 bytes of states and the 16-bit shard per parameter of the shard);
+// NVMe offload needs its buffers only.
+ze::ModelShape two_billion_params() {
+  ze::ModelShape m;
+  m.name = "a large model";
+  m.param_numels.assign(40, 50000000);
+  m.largest_layer_params = 50000000;
+  return m;
+}
+
+ze::Breakdown nvme_breakdown(const ze::ModelShape& m, ze::Setup s, ze::Offload param, int64_t sub_group_size) {
+  s.stage = 3;
+  s.offload_optimizer = ze::Offload::kNvme;
+  s.offload_param = param;
+  s.sub_group_size = sub_group_size;
+  s.pipeline_read = s.pipeline_write = true;
+  return ze::estimate(m, s);
+}
+
+TEST(Advisor, NvmeOffloadOnlyWithADiskBudgetAndWhenNothingElseFits) {
+  const auto m = two_billion_params();
+  ze::Setup base;
+  base.world_size = 2;
+  base.precision = ze::Precision::kBf16;
+  const auto both = nvme_breakdown(m, base, ze::Offload::kNvme, 100000000);
+  ASSERT_EQ(both.host, int64_t{3} * 3 * 400003072);   // three sets of 1e8 fp32 elements, each padded
+  ze::Budget budget{.memory_per_rank = both.peak() - both.host, .host_memory = 2 * both.host, .ranks_per_node = 2};
+  // Without a disk budget NVMe is never considered: nothing fits.
+  auto a = ze::advise(m, base, budget);
+  EXPECT_FALSE(a.fits);
+  EXPECT_EQ(a.why.find("nvme"), std::string::npos) << a.why;
+  EXPECT_NE(a.why.find("the host memory does not fit"), std::string::npos) << a.why;
+  // With one: the optimizer states alone on disk leave the parameter shard in memory, which
+  // does not fit; with the parameters too it does, at the largest sub-group.
+  budget.disk_bytes = 2 * both.disk;
+  a = ze::advise(m, base, budget);
+  ASSERT_TRUE(a.fits) << a.why;
+  EXPECT_EQ(a.setup.stage, 3);
+  EXPECT_EQ(a.setup.offload_optimizer, ze::Offload::kNvme);
+  EXPECT_EQ(a.setup.offload_param, ze::Offload::kNvme);
+  EXPECT_EQ(a.setup.sub_group_size, 100000000);
+  EXPECT_EQ(a.breakdown.disk, both.disk);
+  for (const char* part : {"\"sub_group_size\": 1e8", "\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": ",
+                           "\"pipeline_read\": true, \"pipeline_write\": true", "\"offload_param\": {\"device\": \"nvme\"",
+                           "\"bf16\": {\"enabled\": true}"}) {
+    EXPECT_NE(a.config_json.find(part), std::string::npos) << part << " in:\n" << a.config_json;
+  }
+  EXPECT_NE(a.why.find("stage 3, offload_optimizer=nvme: "), std::string::npos) << a.why;
+  EXPECT_NE(a.note.find("sub_group_size 1e8"), std::string::npos) << a.note;
+  // Room for the parameter shard: the optimizer states alone go to disk.
+  const auto optimizer_only = nvme_breakdown(m, base, ze::Offload::kNone, 100000000);
+  budget.memory_per_rank = optimizer_only.peak() - optimizer_only.host;
+  a = ze::advise(m, base, budget);
+  ASSERT_TRUE(a.fits) << a.why;
+  EXPECT_EQ(a.setup.offload_param, ze::Offload::kNone);
+  EXPECT_EQ(a.config_json.find("offload_param"), std::string::npos) << a.config_json;
+  // Host memory too small for buffers of 1e8 elements: smaller sub-groups.
+  budget.host_memory = 2 * (both.host / 10 + (64 << 20));
+  a = ze::advise(m, base, budget);
+  ASSERT_TRUE(a.fits) << a.why;
+  EXPECT_EQ(a.setup.sub_group_size, 10000000);
+  EXPECT_NE(a.config_json.find("\"sub_group_size\": 1e7"), std::string::npos) << a.config_json;
+  // A disk too small for the swap files.
+  budget.disk_bytes = both.disk;   // one rank's files, for two ranks
+  a = ze::advise(m, base, budget);
+  EXPECT_FALSE(a.fits);
+  EXPECT_NE(a.why.find("the disk does not fit"), std::string::npos) << a.why;
+}
+
+// The memory check reads the offload keys as the engine does.
+TEST(FitCheck, SetupFromConfigReadsTheOffloadKeys) {
+  const auto config = zerotrain::Config::from_string(
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 3, "sub_group_size": 1e7,
+          "offload_optimizer": {"device": "nvme", "nvme_path": "swap", "buffer_count": 8, "pipeline_read": true},
+          "offload_param": {"device": "cpu"}}})");
+  const ze::Setup s = ze::setup_from_config(config, 2);
+  EXPECT_EQ(s.offload_optimizer, ze::Offload::kNvme);
+  EXPECT_EQ(s.offload_param, ze::Offload::kCpu);
+  EXPECT_EQ(s.sub_group_size, 10000000);
+  EXPECT_EQ(s.buffer_count, 8);
+  EXPECT_TRUE(s.pipeline_read);
+  EXPECT_FALSE(s.pipeline_write);
 }
 
 // What the host has left: MemAvailable or the cgroup's room, or what the user says.

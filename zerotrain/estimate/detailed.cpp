@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "zerotrain/core/error.h"
+#include "zerotrain/estimate/offload_bytes.h"
 #include "zerotrain/partition/layout.h"
 #include "zerotrain/stages/plan.h"
 #include "zerotrain/stages/unit_plan.h"
@@ -91,27 +92,54 @@ Breakdown rank_states(const ModelShape& model, const Setup& s, int rank) {
   const partition::GroupLayout& layout = rl.layout;
   const int64_t p = bytes_of(s.precision), a = accum_bytes(s), c = bytes_of(s.precision);
   const bool half = s.precision != Precision::kFp32;
-  // The engine's own plan of its buffers (stages/plan.h), counted in bytes.
+  const int64_t shard = layout.shard_numel();
+  const bool optimizer_offloaded = s.offload_optimizer != Offload::kNone;
+  const bool params_on_disk = s.offload_param == Offload::kNvme && stage.shards_parameters;
+  // The engine's own plan of its buffers (stages/plan.h), counted in bytes; offload then
+  // moves some of them (docs/offload.md).
   const stages::GroupPlan plan = stages::plan_group(stage, layout, {half, a == kFp32, a == c}, rl.resident_numel);
   Breakdown b;
-  b.params = plan.params_numel * p;
+  int64_t params_numel = plan.params_numel;
+  if (params_on_disk) {
+    params_numel = rl.resident_numel;   // the shard is in the swap file; gathers read it into their own buffers
+  } else if (stage.shards_parameters && !half && optimizer_offloaded) {
+    params_numel += shard;   // in fp32 the shard was the master; the offload store keeps a master of its own
+  }
+  b.params = params_numel * p;
   b.gathered = rl.gathered_numel * p;   // a unit is gathered whole while it computes, with those prefetched or kept
-  b.grads = (plan.grad_full_numel + plan.grad_shard_numel) * a;
-  b.master = plan.master_numel * kFp32;
-  b.optimizer = plan.optimizer_numel * kAdamBytes;
+  b.grads = (plan.grad_full_numel + plan.grad_shard_numel) * a;   // the gradient shard stays in memory, offload or not
   // Buckets: staged in the communication dtype by a stage that keeps no full gradients, or
   // when they accumulate in another dtype than they travel in.
   const int64_t staging = plan.stages_every_bucket || a != c ? staging_peak(layout, c, s.overlap_comm) : 0;
-  // The step converts 16-bit gradients to fp32 once (engine.cpp unscaled_fp32_gradients).
-  const int64_t step_copy = plan.step_copy_numel * kFp32;
-  b.buffers = std::max(staging, step_copy);
-  if (s.offload_optimizer) {   // master, moments and an fp32 gradient shard on the host, as DeepSpeed keeps them
-    const int64_t shard = layout.shard_numel();
-    b.grads += shard * kFp32;
-    b.host += b.master + b.optimizer + shard * kFp32;
+  switch (s.offload_optimizer) {
+    case Offload::kNone: {
+      b.master = plan.master_numel * kFp32;
+      b.optimizer = plan.optimizer_numel * kAdamBytes;
+      // The step converts 16-bit gradients to fp32 once (engine.cpp unscaled_fp32_gradients).
+      b.buffers = std::max(staging, plan.step_copy_numel * kFp32);
+      break;
+    }
+    case Offload::kCpu: {
+      // The store's master shard and moments, in host memory. The fused step reads the
+      // gradients in their own dtype: no fp32 copy.
+      b.master = shard * kFp32;
+      b.optimizer = shard * kAdamBytes;
+      b.buffers = staging;
+      b.host += b.master + b.optimizer;
+      break;
+    }
+    case Offload::kNvme: {
+      // Master and moments in swap files; a few sub-groups of them in memory at a time.
+      const int64_t sub_group = sub_group_numel(s.sub_group_size, shard);
+      const int64_t swap_buffers = nvme_optimizer_buffer_bytes({s.buffer_count, s.pipeline_read, s.pipeline_write}, sub_group);
+      b.buffers = staging + swap_buffers;
+      b.host += swap_buffers;
+      b.disk += nvme_optimizer_disk_bytes(shard, sub_group);
+      break;
+    }
   }
-  if (s.offload_param && stage.shards_parameters) b.host += layout.shard_numel() * p;
-  b.implemented = stages::is_supported(stage) && !s.offload_optimizer && !s.offload_param;
+  if (params_on_disk) b.disk += nvme_param_disk_bytes(layout, p);
+  if (s.offload_param == Offload::kCpu && stage.shards_parameters) b.host += shard * p;
   return b;
 }
 
@@ -121,6 +149,15 @@ int64_t tokens(const ModelShape& model, const Setup& s) {
 }
 
 }  // namespace
+
+const char* to_string(Offload offload) {
+  switch (offload) {
+    case Offload::kCpu: return "cpu";
+    case Offload::kNvme: return "nvme";
+    case Offload::kNone: break;
+  }
+  return "none";
+}
 
 const char* to_string(Precision precision) {
   switch (precision) {
@@ -168,8 +205,11 @@ Breakdown estimate(const ModelShape& model, const Setup& s) {
            " (its position embedding has no more rows); raise block_size in --model_config");
   ZT_CHECK(model.gpt || s.seq_len == 0, UsageError, "--seq_len applies to gpt only");
   const stages::StageTraits stage = stages::traits_of(s.stage);
-  ZT_CHECK(!s.offload_param || stage.shards_parameters, UsageError, "parameter offload needs ZeRO stage 3");
-  ZT_CHECK(!s.offload_optimizer || stage.shards_optimizer, UsageError, "optimizer offload needs ZeRO stage 1, 2 or 3");
+  ZT_CHECK(s.offload_param == Offload::kNone || stage.shards_parameters, UsageError,
+           "parameter offload needs ZeRO stage 3");
+  ZT_CHECK(s.offload_optimizer == Offload::kNone || stage.shards_optimizer, UsageError,
+           "optimizer offload needs ZeRO stage 1, 2 or 3");
+  ZT_CHECK(s.buffer_count >= 0, UsageError, "--buffer_count must not be negative");
   // The rank holding the most (chunks of uneven buckets differ by an element or so).
   Breakdown worst;
   for (int r = 0; r < s.world_size; ++r) {
@@ -198,42 +238,55 @@ std::string mib(int64_t bytes) { return fmt::format("{:.1f}", static_cast<double
 
 std::string options_of(const Setup& s) {
   std::string o = fmt::format("stage {}", s.stage);
-  if (s.offload_optimizer) o += ", offload_optimizer=cpu";
-  if (s.offload_param) o += ", offload_param=cpu";
+  if (s.offload_optimizer != Offload::kNone) o += fmt::format(", offload_optimizer={}", to_string(s.offload_optimizer));
+  if (s.offload_param != Offload::kNone) o += fmt::format(", offload_param={}", to_string(s.offload_param));
   return o;
 }
 
+Setup with_offload(const Setup& base, int stage, Offload optimizer, Offload param) {
+  Setup s = base;
+  s.stage = stage;
+  s.offload_optimizer = optimizer;
+  s.offload_param = param;
+  return s;
+}
+
 // The guide's order, fastest first: stage 0 (DDP) > 1 > 2 > 2 + optimizer offload > 3 >
-// 3 + parameter offload > 3 + parameter and optimizer offload.
+// 3 + parameter offload > 3 + parameter and optimizer offload, all to host memory.
 std::vector<Setup> fastest_first(const Setup& base) {
-  std::vector<Setup> order;
-  auto add = [&](int stage, bool offload_optimizer, bool offload_param) {
-    Setup s = base;
-    s.stage = stage;
-    s.offload_optimizer = offload_optimizer;
-    s.offload_param = offload_param;
-    order.push_back(s);
-  };
-  add(0, false, false);
-  add(1, false, false);
-  add(2, false, false);
-  add(2, true, false);
-  add(3, false, false);
-  add(3, false, true);
-  add(3, true, true);
-  return order;
+  constexpr Offload kNone = Offload::kNone, kCpu = Offload::kCpu;
+  return {with_offload(base, 0, kNone, kNone), with_offload(base, 1, kNone, kNone), with_offload(base, 2, kNone, kNone),
+          with_offload(base, 2, kCpu, kNone),  with_offload(base, 3, kNone, kNone), with_offload(base, 3, kNone, kCpu),
+          with_offload(base, 3, kCpu, kCpu)};
+}
+
+// The rows of --detailed: every stage plain and with optimizer offload to each device, and
+// at stage 3 parameter offload alone and with the optimizer's on the same device.
+std::vector<Setup> every_setup(const Setup& base) {
+  constexpr Offload kNone = Offload::kNone, kCpu = Offload::kCpu, kNvme = Offload::kNvme;
+  std::vector<Setup> all{with_offload(base, 0, kNone, kNone)};
+  for (int stage : {1, 2, 3}) {
+    for (Offload optimizer : {kNone, kCpu, kNvme}) all.push_back(with_offload(base, stage, optimizer, kNone));
+  }
+  all.push_back(with_offload(base, 3, kNone, kNvme));
+  all.push_back(with_offload(base, 3, kCpu, kCpu));
+  all.push_back(with_offload(base, 3, kNvme, kNvme));
+  return all;
 }
 
 }  // namespace
 
 std::string detailed_report(const ModelShape& model, const Setup& base) {
+  const Setup nvme = with_offload(base, 3, Offload::kNvme, Offload::kNone);
   std::string out = fmt::format(
       "zerotrain's estimate for {} ({} parameters, largest layer {}), {} rank(s), micro-batch {}, sequence {}, "
-      "reduce_bucket_size {}, overlap_comm {}. MiB per rank; \"host\" is the part offload moves to host memory, "
-      "\"off host\" the rest of the peak.\n",
+      "reduce_bucket_size {}, overlap_comm {}; NVMe offload: sub_group_size {}, buffer_count {}, pipeline_read {}, "
+      "pipeline_write {} ({} buffer set(s)). MiB per rank; \"host\" is the part offload keeps in host memory, "
+      "\"off host\" the rest of the peak, \"disk\" the NVMe swap files (not in the peak).\n",
       model.name, model.total_params(), model.largest_layer_params, base.world_size, base.micro_batch,
       model.gpt ? (base.seq_len > 0 ? base.seq_len : model.gpt->block_size) : 0, base.reduce_bucket_size,
-      base.overlap_comm ? "true" : "false");
+      base.overlap_comm ? "true" : "false", nvme.sub_group_size, nvme.buffer_count, nvme.pipeline_read,
+      nvme.pipeline_write, nvme_buffer_sets({nvme.buffer_count, nvme.pipeline_read, nvme.pipeline_write}));
   for (Precision precision : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
     Setup with = base;
     with.precision = precision;
@@ -242,56 +295,155 @@ std::string detailed_report(const ModelShape& model, const Setup& base) {
     out += fmt::format("\n{}: activations {} MiB ({} MiB with activation checkpointing), runtime {} MiB\n",
                        to_string(precision), mib(activation_bytes(model, with)),
                        mib(activation_bytes(model, checkpointed)), mib(base.runtime_bytes));
-    out += "| setup | params | grads | master | optimizer | buffers | model states | host | peak | off host | "
+    out += "| setup | params | grads | master | optimizer | buffers | model states | host | disk | peak | off host | "
            "peak (ckpt) |\n"
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-    for (Setup s : fastest_first(with)) {
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (Setup s : every_setup(with)) {
       const Breakdown b = estimate(model, s);
       s.activation_checkpointing = true;
       const Breakdown ck = estimate(model, s);
-      out += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", options_of(s),
-                         b.implemented ? "" : " (not yet)", mib(b.params), mib(b.grads), mib(b.master),
-                         mib(b.optimizer), mib(b.buffers), mib(b.model_states()), mib(b.host), mib(b.peak()),
-                         mib(b.peak() - b.host), mib(ck.peak()));
+      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", options_of(s), mib(b.params),
+                         mib(b.grads), mib(b.master), mib(b.optimizer), mib(b.buffers), mib(b.model_states()),
+                         mib(b.host), mib(b.disk), mib(b.peak()), mib(b.peak() - b.host), mib(ck.peak()));
     }
   }
   return out;
 }
 
-Advice advise(const ModelShape& model, const Setup& base, int64_t memory_per_rank, std::optional<int64_t> host_memory,
-              int ranks_per_node) {
-  ZT_CHECK(memory_per_rank > 0, UsageError, "--memory_per_rank must be positive");
-  Advice advice;
-  std::string why;
-  for (const Setup& s : fastest_first(base)) {
-    const Breakdown b = estimate(model, s);
-    const int64_t on_rank = b.peak() - b.host;
-    const int64_t on_host = b.host * ranks_per_node;
-    const bool rank_ok = on_rank <= memory_per_rank;
-    const bool host_ok = b.host == 0 || !host_memory || on_host <= *host_memory;
-    why += fmt::format("  {}: {} MiB per rank{}{}\n", options_of(s), mib(on_rank),
-                       b.host > 0 ? fmt::format(" + {} MiB of host memory for {} rank(s)", mib(on_host), ranks_per_node)
-                                  : std::string(),
-                       rank_ok && host_ok ? " - fits" : rank_ok ? " - the host memory does not fit" : " - does not fit");
-    if (rank_ok && host_ok) {
-      advice = {s, b, true, why, ""};
-      break;
-    }
+namespace {
+
+std::string count_text(int64_t n) {
+  // 100000000 as 1e8: how the sizes are usually written in a ds_config.
+  int exponent = 0;
+  int64_t rest = n;
+  while (rest >= 10 && rest % 10 == 0) rest /= 10, ++exponent;
+  return rest == 1 && exponent >= 4 ? fmt::format("1e{}", exponent) : std::to_string(n);
+}
+
+struct Verdict {
+  Breakdown breakdown;
+  bool fits = false;
+  bool host_short = false;   // only the host memory does not fit
+  std::string line;          // for the procedure's printout
+};
+
+Verdict judge(const ModelShape& model, const Setup& s, const Budget& budget) {
+  Verdict v;
+  v.breakdown = estimate(model, s);
+  const Breakdown& b = v.breakdown;
+  const int64_t on_rank = b.peak() - b.host;
+  const int64_t on_host = b.host * budget.ranks_per_node;
+  const int64_t on_disk = b.disk * budget.ranks_per_node;
+  const bool rank_ok = on_rank <= budget.memory_per_rank;
+  const bool host_ok = b.host == 0 || !budget.host_memory || on_host <= *budget.host_memory;
+  const bool disk_ok = b.disk == 0 || (budget.disk_bytes && on_disk <= *budget.disk_bytes);
+  v.fits = rank_ok && host_ok && disk_ok;
+  v.host_short = rank_ok && !host_ok;
+  std::string extra;
+  if (b.host > 0) extra += fmt::format(" + {} MiB of host memory", mib(on_host));
+  if (b.disk > 0) extra += fmt::format(" + {} MiB of disk", mib(on_disk));
+  if (!extra.empty()) extra += fmt::format(" for {} rank(s)", budget.ranks_per_node);
+  if (s.offload_optimizer == Offload::kNvme) extra += fmt::format(" (sub_group_size {})", count_text(s.sub_group_size));
+  v.line = fmt::format("  {}: {} MiB per rank{}{}\n", options_of(s), mib(on_rank), extra,
+                       v.fits     ? " - fits"
+                       : !rank_ok ? " - does not fit"
+                       : !host_ok ? " - the host memory does not fit"
+                                  : " - the disk does not fit");
+  return v;
+}
+
+// Sub-groups to try with NVMe, largest first: larger ones make fewer, larger disk requests;
+// smaller ones shrink the buffers, of which pipelining keeps three sets in memory.
+std::vector<int64_t> sub_group_candidates(const Setup& base) {
+  std::vector<int64_t> sizes;
+  for (int64_t size : {int64_t{100000000}, int64_t{10000000}, int64_t{1000000}}) {
+    const int64_t capped = std::min(size, base.sub_group_size);
+    if (sizes.empty() || capped < sizes.back()) sizes.push_back(capped);
   }
-  if (!advice.fits) {
-    advice.why = why;
-    return advice;
-  }
-  const Setup& s = advice.setup;
+  return sizes;
+}
+
+std::string config_of(const Setup& s) {
   std::string zero = fmt::format("\"stage\": {}", s.stage);
-  if (stages::traits_of(s.stage).shards_optimizer) zero += fmt::format(", \"reduce_bucket_size\": {}, \"overlap_comm\": {}", s.reduce_bucket_size,
-                                        s.overlap_comm ? "true" : "false");
-  if (s.offload_optimizer) zero += ", \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true}";
-  if (s.offload_param) zero += ", \"offload_param\": {\"device\": \"cpu\", \"pin_memory\": true}";
+  if (stages::traits_of(s.stage).shards_optimizer) {
+    zero += fmt::format(", \"reduce_bucket_size\": {}, \"overlap_comm\": {}", s.reduce_bucket_size,
+                        s.overlap_comm ? "true" : "false");
+  }
+  // The nvme_path placeholder is to be replaced by a folder on a local disk (not tmpfs).
+  constexpr const char* kNvmePath = "/path/to/local/nvme";
+  if (s.offload_optimizer == Offload::kNvme) {
+    zero += fmt::format(", \"sub_group_size\": {}", count_text(s.sub_group_size));
+    zero += fmt::format(",\n    \"offload_optimizer\": {{\"device\": \"nvme\", \"nvme_path\": \"{}\", "
+                        "\"pipeline_read\": true, \"pipeline_write\": true}}",
+                        kNvmePath);
+  } else if (s.offload_optimizer == Offload::kCpu) {
+    zero += ", \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true}";
+  }
+  if (s.offload_param == Offload::kNvme) {
+    zero += fmt::format(",\n    \"offload_param\": {{\"device\": \"nvme\", \"nvme_path\": \"{}\"}}", kNvmePath);
+  } else if (s.offload_param == Offload::kCpu) {
+    zero += ", \"offload_param\": {\"device\": \"cpu\", \"pin_memory\": true}";
+  }
   std::string json = fmt::format("{{\n  \"zero_optimization\": {{{}}}", zero);
   if (s.precision == Precision::kBf16) json += ",\n  \"bf16\": {\"enabled\": true}";
   if (s.precision == Precision::kFp16) json += ",\n  \"fp16\": {\"enabled\": true, \"initial_scale_power\": 16}";
-  advice.config_json = json + "\n}";
+  return json + "\n}";
+}
+
+}  // namespace
+
+Advice advise(const ModelShape& model, const Setup& base, const Budget& budget) {
+  ZT_CHECK(budget.memory_per_rank > 0, UsageError, "--memory_per_rank must be positive");
+  ZT_CHECK(budget.ranks_per_node >= 1, UsageError, "--ranks_per_node must be at least 1");
+  ZT_CHECK(!budget.disk_bytes || *budget.disk_bytes > 0, UsageError, "--disk_bytes must be positive");
+  Advice advice;
+  for (const Setup& s : fastest_first(base)) {
+    Verdict v = judge(model, s, budget);
+    advice.why += v.line;
+    if (v.fits) {
+      advice.setup = s;
+      advice.breakdown = v.breakdown;
+      advice.fits = true;
+      break;
+    }
+  }
+  // Nothing fits in memory: with a disk budget, ZeRO-Infinity's stage 3 with the optimizer
+  // states on disk, then the parameters too, pipelined (each sub-group read ahead and
+  // written behind while another is stepped), with the largest sub-group that fits.
+  if (!advice.fits && budget.disk_bytes) {
+    for (Offload param : {Offload::kNone, Offload::kNvme}) {
+      for (int64_t sub_group : sub_group_candidates(base)) {
+        Setup s = with_offload(base, 3, Offload::kNvme, param);
+        s.sub_group_size = sub_group;
+        s.pipeline_read = s.pipeline_write = true;
+        Verdict v = judge(model, s, budget);
+        advice.why += v.line;
+        if (!v.fits && v.host_short) continue;   // smaller sub-groups need smaller buffers
+        if (!v.fits) break;
+        advice.setup = s;
+        advice.breakdown = v.breakdown;
+        advice.fits = true;
+        break;
+      }
+      if (advice.fits) break;
+    }
+  }
+  if (!advice.fits) return advice;
+  const Setup& s = advice.setup;
+  advice.config_json = config_of(s);
+  if (s.offload_optimizer == Offload::kNvme) {
+    const NvmeBuffering buffering{s.buffer_count, s.pipeline_read, s.pipeline_write};
+    const int64_t sets = nvme_buffer_sets(buffering);
+    advice.note = fmt::format(
+        "sub_group_size {}: the optimizer states stream through {} sets of fp32 sub-group buffers (master, exp_avg, "
+        "exp_avg_sq), so that one sub-group is read ahead and one written behind while another is stepped: {} MiB "
+        "per rank. Smaller sub-groups shrink them; larger ones make fewer, larger disk requests. Set nvme_path to a "
+        "folder on a "
+        "local disk (not tmpfs) with {} MiB free for {} rank(s); `zerotrain io-bench --path DIR` prints the \"aio\" "
+        "block that suits it.",
+        count_text(s.sub_group_size), sets, mib(advice.breakdown.host),
+        mib(advice.breakdown.disk * budget.ranks_per_node), budget.ranks_per_node);
+  }
   return advice;
 }
 

@@ -16,6 +16,10 @@ namespace zerotrain::estimate {
 enum class Precision { kFp32, kBf16, kFp16 };
 const char* to_string(Precision precision);
 
+// Where offload puts what it moves (the config's offload_*.device).
+enum class Offload { kNone, kCpu, kNvme };
+const char* to_string(Offload offload);
+
 // The architecture, for activations. Only the built-in models are described.
 struct GptDims {
   int64_t n_layer = 0, n_head = 0, n_embd = 0, vocab_size = 0, block_size = 0;
@@ -41,8 +45,14 @@ struct Setup {
   int world_size = 1;
   int stage = 0;                        // 0..3
   Precision precision = Precision::kFp32;
-  bool offload_optimizer = false;       // to host memory
-  bool offload_param = false;           // stage 3 only
+  Offload offload_optimizer = Offload::kNone;   // stages 1-3
+  Offload offload_param = Offload::kNone;       // stage 3 only
+  // Optimizer offload to nvme (docs/offload.md): the sub-group the step walks, which sizes
+  // the store's buffers, and how many sub-groups are in memory at once.
+  int64_t sub_group_size = 1000000000;  // elements: zero_optimization.sub_group_size
+  int64_t buffer_count = 4;             // offload_optimizer.buffer_count
+  bool pipeline_read = false;           // offload_optimizer.pipeline_read
+  bool pipeline_write = false;          // offload_optimizer.pipeline_write
   int64_t reduce_bucket_size = 500000000;   // elements
   bool overlap_comm = false;
   int64_t micro_batch = 1;
@@ -64,13 +74,13 @@ struct Breakdown {
   int64_t grads = 0;         // gradient buffers
   int64_t master = 0;        // fp32 master weights
   int64_t optimizer = 0;     // Adam's moments
-  int64_t buffers = 0;       // gradient buckets in flight, and the fp32 gradient copy of a half-precision step
-  int64_t host = 0;          // of the above, what offload moves to host memory
+  int64_t buffers = 0;       // gradient buckets in flight, the fp32 gradient copy of a half-precision step, nvme offload's sub-group buffers
+  int64_t host = 0;          // of the above, what offload keeps in host memory (for a GPU job: off the GPU)
+  int64_t disk = 0;          // nvme offload's swap files: not in memory, so not in the model states
   int64_t activations = 0;   // saved for backward, one micro-batch
   int64_t backward_transient = 0;   // the largest gradients alive at once during backward
   int64_t gathered = 0;      // stage 3: full unit parameters alive at once (the unit computing, those prefetched or kept for reuse)
   int64_t runtime = 0;
-  bool implemented = true;   // false: the engine cannot run this setup yet (offload)
   int64_t model_states() const { return params + grads + master + optimizer + buffers; }
   // The high-water mark of the process's resident memory.
   int64_t peak() const { return runtime + model_states() + gathered + activations + backward_transient; }
@@ -84,19 +94,29 @@ int64_t activation_bytes(const ModelShape& model, const Setup& setup);
 // `zerotrain estimate --detailed`: every stage and offload option, for fp32, bf16 and fp16.
 std::string detailed_report(const ModelShape& model, const Setup& base);
 
+// What the advisor may use.
+struct Budget {
+  int64_t memory_per_rank = 0;
+  std::optional<int64_t> host_memory;   // for what offload keeps in host memory, shared by a node's ranks
+  // Free space under nvme_path, shared by a node's ranks: without it NVMe offload is not considered.
+  std::optional<int64_t> disk_bytes;
+  int ranks_per_node = 1;
+};
+
 struct Advice {
   Setup setup;
   Breakdown breakdown;
   bool fits = false;
   std::string why;            // the procedure, step by step
   std::string config_json;    // the fragment to paste
+  std::string note;           // NVMe offload: the sub-group size chosen, and why
 };
 
 // DeepSpeed's procedure (HF's guide): try the fastest setup first (stage 0, then 1, 2, 3,
-// then optimizer offload, then parameter offload) and take the first that fits
-// `memory_per_rank` (and `host_memory` for what offload moves there, shared by the ranks
-// of a node).
-Advice advise(const ModelShape& model, const Setup& base, int64_t memory_per_rank, std::optional<int64_t> host_memory,
-              int ranks_per_node);
+// then optimizer offload, then parameter offload, to host memory) and take the first that
+// fits the budget. With a disk budget, NVMe offload comes last: stage 3 with the optimizer
+// states on disk, then with the parameters too, each with the largest sub-group (1e8, 1e7
+// or 1e6 elements) whose buffers fit.
+Advice advise(const ModelShape& model, const Setup& base, const Budget& budget);
 
 }  // namespace zerotrain::estimate

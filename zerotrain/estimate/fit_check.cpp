@@ -14,7 +14,15 @@ std::string gib(int64_t bytes) {
   return str(std::round(static_cast<double>(bytes) / (1 << 30) * 100) / 100, " GiB");
 }
 
-bool offloads(const auto& block) { return block && block->device != config::OffloadDevice::kNone; }
+Offload device_of(const auto& block) {
+  if (!block) return Offload::kNone;
+  switch (block->device) {
+    case config::OffloadDevice::kCpu: return Offload::kCpu;
+    case config::OffloadDevice::kNvme: return Offload::kNvme;
+    case config::OffloadDevice::kNone: break;
+  }
+  return Offload::kNone;
+}
 
 }  // namespace
 
@@ -24,8 +32,14 @@ Setup setup_from_config(const Config& c, int world_size) {
   s.world_size = world_size;
   s.stage = static_cast<int>(z.stage);
   s.precision = c.bf16_enabled() ? Precision::kBf16 : c.fp16_enabled() ? Precision::kFp16 : Precision::kFp32;
-  s.offload_optimizer = offloads(z.offload_optimizer);
-  s.offload_param = offloads(z.offload_param);
+  s.offload_optimizer = device_of(z.offload_optimizer);
+  s.offload_param = device_of(z.offload_param);
+  s.sub_group_size = z.sub_group_size;
+  if (z.offload_optimizer) {
+    s.buffer_count = z.offload_optimizer->buffer_count;
+    s.pipeline_read = z.offload_optimizer->pipeline_read;
+    s.pipeline_write = z.offload_optimizer->pipeline_write;
+  }
   s.reduce_bucket_size = z.reduce_bucket_size.value;
   s.overlap_comm = z.effective_overlap_comm();
   s.micro_batch = c.train_micro_batch_size_per_gpu.value.value_or(1);
@@ -62,9 +76,11 @@ FitVerdict check_fit(const ModelShape& model, const Setup& setup, const FitOptio
   Setup base = setup;
   base.runtime_bytes = std::max(options.already_used_bytes, setup.runtime_bytes);
   const int64_t room_per_rank = available->bytes / options.ranks_on_host + base.runtime_bytes;
-  const Advice advice = advise(model, base, room_per_rank, std::nullopt, options.ranks_on_host);
-  if (advice.fits && advice.breakdown.implemented &&
-      (advice.setup.stage != setup.stage || advice.setup.precision != setup.precision)) {
+  const Advice advice = advise(model, base, {.memory_per_rank = room_per_rank, .ranks_per_node = options.ranks_on_host});
+  // Offload to host memory saves nothing here (this host's memory is the ranks' memory), and
+  // the advisor counts it apart: only a plain stage is offered.
+  const bool plain = advice.setup.offload_optimizer == Offload::kNone && advice.setup.offload_param == Offload::kNone;
+  if (advice.fits && plain && (advice.setup.stage != setup.stage || advice.setup.precision != setup.precision)) {
     text += str(". ZeRO stage ", advice.setup.stage, " fits (zerotrain advise); use:\n", advice.config_json);
   } else {
     text += ". Add ranks on more hosts, lower the micro-batch, or train in bf16; `zerotrain advise "
