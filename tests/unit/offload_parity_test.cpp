@@ -44,10 +44,17 @@ std::string name_of(const OffloadCase& c) {
          (c.param == "none" ? "" : "_params_" + c.param);
 }
 
-// Swap files go to a folder on the disk the tests run from (O_DIRECT: not a tmpfs).
-fs::path scratch_dir(const std::string& name) {
-  return fs::current_path() / ("zt_offload_" + name + "_" + std::to_string(::getpid()));
-}
+// Swap files go to a folder on the disk the tests run from (O_DIRECT: not a tmpfs), removed
+// when the test ends, failed or not.
+struct ScratchDir {
+  fs::path path;
+  explicit ScratchDir(const std::string& name)
+      : path(fs::current_path() / ("zt_offload_" + name + "_" + std::to_string(::getpid()))) {}
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
 
 zerotrain::Config offload_config(const OffloadCase& c, const std::string& nvme_dir, bool offload) {
   std::string json = R"({"train_batch_size": 16, "gradient_accumulation_steps": )" + std::to_string(c.accumulation) +
@@ -137,7 +144,8 @@ class OffloadParity : public ::testing::TestWithParam<OffloadCase> {};
 // The same order of operations: the same bits, in every dtype.
 TEST_P(OffloadParity, SameBitsAsWithoutOffload) {
   const OffloadCase c = GetParam();
-  const fs::path dir = scratch_dir(name_of(c));
+  const ScratchDir scratch(name_of(c));
+  const fs::path& dir = scratch.path;
   const TrainRun want = train(c, false, "");
   const TrainRun got = train(c, true, dir.string());
   ASSERT_EQ(got.params.size(), want.params.size());
@@ -151,7 +159,6 @@ TEST_P(OffloadParity, SameBitsAsWithoutOffload) {
     std::error_code ec;
     EXPECT_TRUE(!fs::exists(dir / "zerotrain_offload" / "optimizer" / "rank0" / "group0_master.swp", ec));
   }
-  fs::remove_all(dir);
 }
 
 std::vector<OffloadCase> cases() {
@@ -196,7 +203,8 @@ TEST_P(OffloadResume, SavedAndResumedHalfwayGivesTheBitsOfOneRun) {
   const ResumeCase rc = GetParam();
   const OffloadCase& c = rc.run;
   const std::string name = name_of(c) + (rc.offload_before ? "_on" : "_off") + (rc.offload_after ? "_on" : "_off");
-  const fs::path dir = scratch_dir("resume_" + name);
+  const ScratchDir scratch("resume_" + name);
+  const fs::path& dir = scratch.path;
   const TrainRun want = train(c, false, "");
   train(c, rc.offload_before, (dir / "swap").string(), {0, kSteps / 2, "", (dir / "ckpt").string()});
   const TrainRun got = train(c, rc.offload_after, (dir / "swap").string(), {kSteps / 2, kSteps, (dir / "ckpt").string(), ""});
@@ -205,7 +213,6 @@ TEST_P(OffloadResume, SavedAndResumedHalfwayGivesTheBitsOfOneRun) {
     EXPECT_TRUE(torch::equal(got.params[i], want.params[i]))
         << "parameter " << i << " differs by " << (got.params[i] - want.params[i]).abs().max().item<float>();
   }
-  fs::remove_all(dir);
 }
 
 std::string resume_name(const ResumeCase& rc) {

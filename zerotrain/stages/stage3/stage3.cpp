@@ -453,8 +453,11 @@ int64_t Stage3::param_nbytes(const GroupState& g) const {
   }
   const auto& d = ctx_.dtypes;
   const GroupPlan plan = plan_group(traits_, store.layout, {d.half(), d.accum == at::kFloat, d.accum == d.comm}, resident);
-  // With offload_param nvme the shard is on disk: only the resident unit is in memory.
-  const int64_t numel = swap_ ? resident : plan.params_numel;
+  // With offload_param nvme the shard is on disk: only the resident unit is in memory. In fp32
+  // the plan counts the shard as the master; with optimizer offload the master is the store's
+  // own copy, so the shard is a buffer of its own.
+  int64_t numel = swap_ ? resident : plan.params_numel;
+  if (!swap_ && !d.half() && ctx_.master_offloaded) numel += g.layout.shard_numel();
   return numel * static_cast<int64_t>(c10::elementSize(d.model));
 }
 
