@@ -22,8 +22,7 @@ class Adam final : public FlatOptimizer {
   void step(size_t group, const at::Tensor& params, const at::Tensor& grads, const GroupHyper& h,
             std::span<const int64_t>) override {
     auto& s = state_for(group, params, {"exp_avg", "exp_avg_sq"});
-    const AdamOptions o{h.lr, h.betas[0], h.betas[1], eps_, h.weight_decay, adamw_mode_, bias_correction_};
-    fused_adam_step(o, next_step(group), params, grads, s["exp_avg"], s["exp_avg_sq"]);
+    fused_adam_step(*fused_adam_options(h), next_step(group), params, grads, s["exp_avg"], s["exp_avg_sq"]);
   }
   std::optional<AdamOptions> fused_adam_options(const GroupHyper& h) const override {
     return AdamOptions{h.lr, h.betas[0], h.betas[1], eps_, h.weight_decay, adamw_mode_, bias_correction_};

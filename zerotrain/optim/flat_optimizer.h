@@ -6,8 +6,6 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "zerotrain/optim/fused_adam.h"
-
 #include <array>
 #include <map>
 #include <memory>
@@ -15,6 +13,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "zerotrain/optim/fused_adam.h"
 
 namespace zerotrain::config {
 struct OptimizerConfig;
