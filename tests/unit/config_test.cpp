@@ -148,6 +148,17 @@ TEST(ConfigStrict, TypoThreeLevelsDeepNamesItsPathAndASuggestion) {
             "zero_optimization.offload_optimizer.pin_memroy: unknown key; did you mean pin_memory?\n");
 }
 
+// NVMe offload needs O_DIRECT-sized requests; config check says so as start-up would.
+TEST(ConfigChecks, NvmeOffloadNeedsWholeBlocksOfIo) {
+  const std::string zero = R"("zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "swap"}})";
+  Config odd = load("{" + zero + R"(, "aio": {"block_size": 1000000}})");
+  EXPECT_TRUE(contains(errors(odd), "aio.block_size: must be a multiple of 4096 bytes for NVMe offload")) << errors(odd);
+  Config whole = load("{" + zero + R"(, "aio": {"block_size": 1048576}})");
+  EXPECT_EQ(errors(whole), "");
+  Config no_nvme = load(R"({"zero_optimization": {"stage": 2}, "aio": {"block_size": 1000000}})");
+  EXPECT_EQ(errors(no_nvme), "");
+}
+
 TEST(ConfigStrict, KeyAtTheWrongLevelPointsToWhereItBelongs) {
   Config c = load(R"({"zero_optimization": {"stage": 3, "aio": {}}, "stage3_max_live_parameters": 5})");
   std::string e = errors(c);

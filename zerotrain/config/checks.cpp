@@ -52,6 +52,15 @@ void check_zero(const Config& c, Diagnostics& diags) {
                   "give a directory on a fast local disk");
     }
   }
+  // NVMe offload reads and writes with O_DIRECT, in requests of aio.block_size bytes: they
+  // must be whole 4096-byte blocks (io/from_config.cpp refuses the same at start-up).
+  const bool nvme = (z.offload_optimizer && z.offload_optimizer->device == OffloadDevice::kNvme) ||
+                    (z.offload_param && z.offload_param->device == OffloadDevice::kNvme);
+  if (nvme && c.aio.block_size % 4096 != 0) {
+    diags.error("aio.block_size", "must be a multiple of 4096 bytes for NVMe offload (O_DIRECT), got " +
+                                      std::to_string(c.aio.block_size),
+                "use 1048576 (DeepSpeed's default) or run `zerotrain io-bench --path DIR` to pick one");
+  }
   // stage_1_and_2.py: allgather_bucket_size must be a multiple of nccl_start_alignment_factor, 2
   if ((z.stage == 1 || z.stage == 2) && z.allgather_bucket_size % 2 != 0) {
     diags.error("zero_optimization.allgather_bucket_size",
