@@ -7,7 +7,6 @@
 #include <torch/optim/adamw.h>
 
 #include <cmath>
-#include <filesystem>
 #include <exception>
 #include <utility>
 #include <unordered_map>
@@ -18,8 +17,6 @@
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
 #include "zerotrain/engine/engine_state.h"
-#include "zerotrain/io/from_config.h"
-#include "zerotrain/offload/param_swap_nvme.h"
 #include "zerotrain/precision/from_config.h"
 #include "zerotrain/stages/stage3/preshard.h"
 
@@ -197,36 +194,6 @@ void optimizer_step(EngineState& s, double norm, double scale) {
   s.stage->publish_weights(s.groups);
 }
 
-// offload_param "nvme" (docs/offload.md): stage 3 keeps each rank's parameter shard on disk.
-// "cpu" keeps it in host memory, which is where it is anyway without a GPU.
-std::shared_ptr<stages::stage3::ParamSwap> param_swap(const Config& c, const stages::StageTraits& traits, int rank) {
-  const auto& block = c.zero_optimization.offload_param;
-  if (!block || block->device != config::OffloadDevice::kNvme || !traits.shards_parameters) return nullptr;
-  const std::string dir = (std::filesystem::path(block->nvme_path.value_or(".")) / "zerotrain_offload" / "params" /
-                           ("rank" + std::to_string(rank)))
-                              .string();
-  auto swap = offload::make_nvme_param_swap(dir, io::aio_options(c.aio));
-  if (rank == 0) ZT_LOG_INFO("engine: ", swap->describe());
-  return swap;
-}
-
-// offload_optimizer (docs/offload.md): the master weights and Adam moments move to the
-// offload store, in host memory or on disk.
-void start_offload(EngineState& s) {
-  const auto& block = s.config.zero_optimization.offload_optimizer;
-  if (!block || block->device == config::OffloadDevice::kNone) return;
-  ZT_CHECK(!s.client_optimizer, ConfigError, "zero_optimization.offload_optimizer steps with DeepSpeedCPUAdam's fused "
-           "update on states it keeps, so a client optimizer cannot be offloaded (DeepSpeed refuses it too unless it "
-           "is a DeepSpeedCPUAdam; zero_force_ds_cpu_optimizer: false does not lift this here); put the optimizer in the "
-           "config's \"optimizer\" block (`zerotrain train` adds AdamW when it has none), or remove offload_optimizer");
-  offload::OptimizerOffloadOptions o;
-  o.block = *block;
-  o.aio = s.config.aio;
-  o.sub_group_size = s.config.zero_optimization.sub_group_size;
-  o.rank = s.comm.rank();
-  s.offload = std::make_unique<offload::OptimizerOffload>(o, s.groups, *s.optimizer, *s.stage);
-}
-
 // Floating-point parameters and buffers into the training dtype, as DeepSpeed's engine
 // calls module.half() or module.bfloat16().
 void cast_model(torch::nn::Module& model, at::ScalarType dtype) {
@@ -262,7 +229,8 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   const auto& offload_block = s->config.zero_optimization.offload_optimizer;
   const bool master_offloaded = offload_block && offload_block->device != config::OffloadDevice::kNone;
   s->stage = stages::make_stage(traits, {s->comm, s->precision, &s->meter, &s->config.zero_optimization,
-                                         param_swap(s->config, traits, s->comm.rank()), master_offloaded});
+                                         engine::detail::make_param_swap(s->config, traits, s->comm.rank()),
+                                         master_offloaded});
   if (s->config.fp16_enabled()) {
     s->scaler.emplace(precision::loss_scaler_options(s->config));
     s->watch.emplace(precision::overflow_watch_options(s->config));
@@ -283,7 +251,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
                                               : options.param_groups;
   for (const auto& spec : specs) s->groups.push_back(make_group(spec, names, *s));
   s->stage->finish_setup();
-  start_offload(*s);
+  engine::detail::start_offload(*s);
   if (s->client_optimizer) {
     // The client steps the engine's shard of each group: a leaf alias of it, so that its
     // in-place update (under torch's NoGradGuard) lands in the engine's buffer.

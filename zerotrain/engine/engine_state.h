@@ -114,6 +114,12 @@ struct EngineState {
   std::optional<int64_t> last_finite_norm_step;   // for the diagnosis
 };
 
+// offload_setup.cpp (docs/offload.md): the stage-3 parameter swap of offload_param "nvme"
+// (null otherwise), for the stage's context; and the optimizer offload, once the groups are
+// set up.
+std::shared_ptr<stages::stage3::ParamSwap> make_param_swap(const Config& c, const stages::StageTraits& traits, int rank);
+void start_offload(EngineState& s);
+
 template <class F>
 decltype(auto) EngineState::with_states_in_memory(F&& f) {
   if (!offload) return f();
