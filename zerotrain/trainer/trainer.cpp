@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <mutex>
 #include <sstream>
 
 #include "zerotrain/activation/checkpoint.h"
@@ -49,6 +50,11 @@ double mean_over_ranks(comm::Communicator& comm, double value) {
 namespace {
 
 namespace fs = std::filesystem;
+
+std::mutex& seed_and_build_mutex() {
+  static std::mutex m;
+  return m;
+}
 
 // --bf16 when this CPU computes bf16 natively, unless a flag or the config already decide.
 // Returns the line the start-up log prints.
@@ -126,14 +132,21 @@ Trainer::Trainer(TrainingArguments args, ModelSpec spec, TrainerData data, Train
 
   s.baseline_rss_bytes = trainer::peak_rss_bytes();
   if (options.check_memory && spec.shape) trainer::check_memory_fits(s.config, *spec.shape, *s.comm, s.baseline_rss_bytes);
-  torch::manual_seed(static_cast<uint64_t>(args.seed));
   {
     // At stage 3 each rank keeps 1/N of every unit as it is built, as HF's Trainer builds
     // the model under DeepSpeed's zero.Init: the model is never whole on any rank.
     std::optional<ZeroInit> zero_init;
+    std::unique_lock<std::mutex> seeding(seed_and_build_mutex(), std::defer_lock);
     if (stages::traits_of(static_cast<int>(s.config.zero_optimization.stage)).shards_parameters) {
       zero_init.emplace(s.config, *s.comm);
+    } else {
+      // Ranks that are threads of one process (the in-process backend) share LibTorch's
+      // generator: one rank seeding it while another draws its initial weights would change
+      // them. Each seeds and builds in turn, as processes would. (Under ZeroInit the build
+      // runs collectives, so it cannot be serialised; its units come from rank 0's draws.)
+      seeding.lock();
     }
+    torch::manual_seed(static_cast<uint64_t>(args.seed));
     s.model = spec.build();
   }
   ZT_CHECK(s.model != nullptr, UsageError, "Trainer: the ModelSpec's build returned no model");
