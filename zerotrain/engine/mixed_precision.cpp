@@ -9,14 +9,16 @@
 namespace zerotrain::engine::detail {
 namespace {
 
-// The sum of squares in float64, as DeepSpeed sums them, a piece at a time: a float64
-// copy of a whole gradient buffer would cost 8 bytes per element at the peak of the step.
-double sum_of_squares(const at::Tensor& t) {
+// The sum of squares in float64, as DeepSpeed sums them, a piece at a time (a float64 copy
+// of a whole gradient buffer would cost 8 bytes per element at the peak of the step). A
+// 0-dim tensor on the gradients' device: the pieces add up there, in the order a host sum
+// would add them, and nothing waits for the device until the step reads the result once.
+at::Tensor sum_of_squares(const at::Tensor& t) {
   constexpr int64_t kPiece = 1 << 20;
-  double sum = 0;
+  at::Tensor sum = at::zeros({}, t.options().dtype(at::kDouble));
   for (int64_t offset = 0; offset < t.numel(); offset += kPiece) {
     const at::Tensor piece = t.narrow(0, offset, std::min(kPiece, t.numel() - offset));
-    sum += at::linalg_vector_norm(piece, 2, {}, false, at::kDouble).square().item<double>();
+    sum = sum + at::linalg_vector_norm(piece, 2, {}, false, at::kDouble).square();
   }
   return sum;
 }
@@ -24,42 +26,48 @@ double sum_of_squares(const at::Tensor& t) {
 }  // namespace
 
 GradCheck EngineState::check_gradients() {
-  double local = 0;
-  for (GroupState& g : groups) local += sum_of_squares(stage->step_gradients(g));
+  const at::Device device = groups.empty() ? at::Device(at::kCPU) : stage->step_gradients(groups.front()).device();
+  at::Tensor local = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device));
+  for (GroupState& g : groups) local = local + sum_of_squares(stage->step_gradients(g));
   GradCheck check;
   const bool sharded = traits().shards_optimizer;   // each rank holds its shard's gradients only
   if (!sharded && !scaler) {
-    check.sum_squares = local;
+    check.sum_squares = local.item<double>();
     return check;
   }
   // One collective for both: the shards' squares, and whether any rank saw inf or nan (an
   // overflow on one rank's shard must skip the step on all of them).
-  auto both = at::empty({2}, at::kDouble);
-  both.data_ptr<double>()[0] = sharded ? local : 0.0;
-  both.data_ptr<double>()[1] = std::isfinite(local) ? 0.0 : 1.0;
+  at::Tensor both = at::stack({sharded ? local : at::zeros_like(local), at::isfinite(local).logical_not().to(at::kDouble)});
   comm.all_reduce(both, comm::ReduceOp::kSum).wait();
-  check.sum_squares = sharded ? both.data_ptr<double>()[0] : local;
+  // The check's one wait for the device: the reduced pair and this rank's own sum.
+  const at::Tensor host = at::cat({both, local.reshape({1})}).to(at::kCPU);
+  const double* v = host.data_ptr<double>();
+  check.sum_squares = sharded ? v[0] : v[2];
   // DeepSpeed checks for overflow only in fp16: bf16 and fp32 steps are never skipped.
-  check.overflow = scaler && both.data_ptr<double>()[1] > 0;
+  check.overflow = scaler && v[1] > 0;
   return check;
 }
 
 std::vector<std::string> EngineState::overflowed_parameters() {
   size_t total = 0;
   for (const GroupState& g : groups) total += g.params.size();
-  auto flags = at::zeros({static_cast<int64_t>(std::max<size_t>(total, 1))}, at::kFloat);
-  float* flag = flags.data_ptr<float>();
+  // The flags are set on the gradients' device and read back once, after the reduction.
+  const at::Device device = groups.empty() ? at::Device(at::kCPU) : stage->step_gradients(groups.front()).device();
+  auto flags = at::zeros({static_cast<int64_t>(std::max<size_t>(total, 1))}, at::TensorOptions().device(device));
   size_t base = 0;
   for (GroupState& g : groups) {
     const at::Tensor& grad = stage->step_gradients(g);
     for (const auto& piece : stage->gradient_pieces(g)) {
-      if (piece.numel > 0 && !at::isfinite(grad.narrow(0, piece.offset, piece.numel)).all().item<bool>()) {
-        flag[base + piece.param] = 1;
-      }
+      if (piece.numel == 0) continue;
+      at::Tensor flag = flags.select(0, static_cast<int64_t>(base + piece.param));
+      const at::Tensor bad = at::isfinite(grad.narrow(0, piece.offset, piece.numel)).all().logical_not().to(at::kFloat);
+      flag.copy_(at::maximum(flag, bad));
     }
     base += g.params.size();
   }
   comm.all_reduce(flags, comm::ReduceOp::kMax).wait();
+  const at::Tensor host_flags = flags.to(at::kCPU);
+  const float* flag = host_flags.data_ptr<float>();
   // Backward produces the last parameters first.
   std::vector<std::string> names;
   for (size_t gi = groups.size(); gi-- > 0;) {
