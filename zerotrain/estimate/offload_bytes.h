@@ -1,8 +1,8 @@
 // What offload holds per rank and parameter group, in bytes, as zerotrain/offload sizes it
 // (docs/offload.md): the NVMe optimizer store's sub-group buffers and swap files, and stage
-// 3's parameter swap file. The engine's offload code links LibTorch and the estimator does
-// not, so the sizes are restated here; estimate_engine_test checks them against
-// Engine::model_state_bytes() to the byte. No LibTorch.
+// 3's parameter swap file. The engine's offload takes its sub-group size and buffer sets from
+// these functions; the file slots it lays out itself, and estimate_engine_test checks those
+// against Engine::model_state_bytes() to the byte. No LibTorch.
 #pragma once
 
 #include <cstdint>

@@ -160,7 +160,7 @@ class NvmeStore final : public StateStore {
     return (fs::path(o_.dir) / ("group" + std::to_string(group) + "_" + name + ".swp")).string();
   }
   int64_t chunk_bytes() const { return io::align_up(o_.max_sub_group_numel * 4); }
-  int64_t file_bytes(int64_t numel) const {
+  int64_t file_bytes(int64_t numel) const {   // estimate::nvme_optimizer_disk_bytes counts three of these
     const int64_t chunks = (numel + o_.max_sub_group_numel - 1) / o_.max_sub_group_numel;
     return std::max<int64_t>(chunks, 1) * chunk_bytes();
   }

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "zerotrain/core/error.h"
+#include "zerotrain/estimate/offload_bytes.h"
 #include "zerotrain/io/from_config.h"
 #include "zerotrain/offload/fused_step.h"
 #include "zerotrain/optim/flat_optimizer.h"
@@ -25,18 +26,12 @@ std::unique_ptr<StateStore> make_store(const OptimizerOffloadOptions& o, int64_t
   n.max_sub_group_numel = sub_numel;
   n.pipeline_read = o.block.pipeline_read;
   n.pipeline_write = o.block.pipeline_write;
-  // DeepSpeed's buffer_count counts single-tensor buffers; a set holds one sub-group's three.
-  // The pipeline needs one set per sub-group in flight: stepped, read ahead, written behind.
-  const int64_t needed = 1 + (n.pipeline_read ? 1 : 0) + (n.pipeline_write ? 1 : 0);
-  n.buffer_sets = std::max(needed, o.block.buffer_count / 3);
+  // The estimator sizes the same buffers with the same function (estimate/offload_bytes.h).
+  n.buffer_sets = estimate::nvme_buffer_sets({o.block.buffer_count, o.block.pipeline_read, o.block.pipeline_write});
   return make_nvme_store(n);
 }
 
 }  // namespace
-
-int64_t sub_group_numel(int64_t sub_group_size, int64_t largest_shard_numel) {
-  return std::max<int64_t>(1, std::min(sub_group_size, std::max<int64_t>(largest_shard_numel, 1)));
-}
 
 OptimizerOffload::OptimizerOffload(const OptimizerOffloadOptions& options, std::vector<stages::GroupState>& groups,
                                    optim::FlatOptimizer& optimizer, stages::Stage& stage)
@@ -46,7 +41,7 @@ OptimizerOffload::OptimizerOffload(const OptimizerOffloadOptions& options, std::
            ". Use Adam or AdamW, or set offload_optimizer.device to \"none\"");
   int64_t largest = 0;
   for (const auto& g : groups) largest = std::max(largest, g.layout.shard_numel());
-  sub_group_numel_ = sub_group_numel(options.sub_group_size, largest);
+  sub_group_numel_ = estimate::sub_group_numel(options.sub_group_size, largest);
   store_ = make_store(options, sub_group_numel_);
   for (auto& g : groups) {
     ZT_INTERNAL_ASSERT(!g.master.defined(), "the stage made a master that optimizer offload keeps itself");

@@ -29,10 +29,6 @@ struct OptimizerOffloadOptions {
   int rank = 0;
 };
 
-// The sub-group size the step uses: sub_group_size, but no bigger than the largest shard
-// (DeepSpeed's default, 1e9 elements, would size 12 GB of buffers for a small model).
-int64_t sub_group_numel(int64_t sub_group_size, int64_t largest_shard_numel);
-
 class OptimizerOffload {
  public:
   // Builds each group's master weights in the store from the stage's weights (the stage
