@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "zerotrain/comm/backend.h"
+#include "zerotrain/comm/c10d_flat.h"
 #include "zerotrain/comm/store.h"
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"
@@ -102,11 +103,11 @@ class GlooBackend final : public Backend {
     at::Tensor in = input, out = output;
     c10d::ReduceScatterOptions o;
     o.reduceOp = to_c10d(op);
-    return wrap(pg_->reduce_scatter_single(out, in, o));
+    return wrap(reduce_scatter_flat(*pg_, out, in, o));
   }
   WorkPtr all_gather(const at::Tensor& input, const at::Tensor& output) override {
     at::Tensor in = input, out = output;
-    return wrap(pg_->all_gather_single(out, in));
+    return wrap(all_gather_flat(*pg_, out, in));
   }
   WorkPtr broadcast(const at::Tensor& tensor, int root) override {
     std::vector<at::Tensor> tensors{tensor};
