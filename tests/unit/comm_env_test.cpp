@@ -20,44 +20,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Every variable rendezvous_from_env() and apply_env() read.
-const char* const kVariables[] = {
-    "RANK",          "WORLD_SIZE",          "LOCAL_RANK",          "LOCAL_WORLD_SIZE",
-    "LOCAL_SIZE",    "MASTER_ADDR",         "MASTER_PORT",         "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE",                 "OMPI_COMM_WORLD_LOCAL_RANK",          "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "SLURM_PROCID",  "SLURM_NTASKS",        "SLURM_LOCALID",       "SLURM_NTASKS_PER_NODE",
-    "SLURM_STEP_NODELIST",                  "SLURM_JOB_NODELIST",  "ZEROTRAIN_COMM_BACKEND",
-    "ZEROTRAIN_COMM_TIMEOUT_S",             "ZEROTRAIN_COMM_DEBUG",
-};
-
-// Clears every variable above for the lifetime of a test and restores what was there.
-class EnvGuard {
- public:
-  EnvGuard() {
-    for (const char* name : kVariables) {
-      const char* value = std::getenv(name);
-      saved_.emplace_back(name, value ? std::optional<std::string>(value) : std::nullopt);
-      ::unsetenv(name);
-    }
-  }
-  ~EnvGuard() {
-    for (const auto& [name, value] : saved_) {
-      if (value) {
-        ::setenv(name, value->c_str(), 1);
-      } else {
-        ::unsetenv(name);
-      }
-    }
-  }
-  EnvGuard(const EnvGuard&) = delete;
-  EnvGuard& operator=(const EnvGuard&) = delete;
-
-  void set(const char* name, const std::string& value) { ASSERT_EQ(::setenv(name, value.c_str(), 1), 0) << name; }
-
- private:
-  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
-};
-
+using test::EnvGuard;
 using test::contains;
 
 // One ctest entry costs ~0.4 s of LibTorch loading (this binary links it), so each test

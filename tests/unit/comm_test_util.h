@@ -8,14 +8,17 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "zerotrain/comm/communicator.h"
@@ -40,6 +43,44 @@ inline CommOptions options_with(int64_t bucket_nbytes = 25 << 20, bool fingerpri
   options.check_fingerprints = fingerprints;
   return options;
 }
+
+// Every variable rendezvous_from_env() and apply_env() read.
+inline constexpr const char* kCommEnvVariables[] = {
+    "RANK",          "WORLD_SIZE",          "LOCAL_RANK",          "LOCAL_WORLD_SIZE",
+    "LOCAL_SIZE",    "MASTER_ADDR",         "MASTER_PORT",         "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",                 "OMPI_COMM_WORLD_LOCAL_RANK",          "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "SLURM_PROCID",  "SLURM_NTASKS",        "SLURM_LOCALID",       "SLURM_NTASKS_PER_NODE",
+    "SLURM_STEP_NODELIST",                  "SLURM_JOB_NODELIST",  "ZEROTRAIN_COMM_BACKEND",
+    "ZEROTRAIN_COMM_TIMEOUT_S",             "ZEROTRAIN_COMM_DEBUG",
+};
+
+// Clears every variable above for the lifetime of a test and restores what was there.
+class EnvGuard {
+ public:
+  EnvGuard() {
+    for (const char* name : kCommEnvVariables) {
+      const char* value = std::getenv(name);
+      saved_.emplace_back(name, value ? std::optional<std::string>(value) : std::nullopt);
+      ::unsetenv(name);
+    }
+  }
+  ~EnvGuard() {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        ::setenv(name, value->c_str(), 1);
+      } else {
+        ::unsetenv(name);
+      }
+    }
+  }
+  EnvGuard(const EnvGuard&) = delete;
+  EnvGuard& operator=(const EnvGuard&) = delete;
+
+  void set(const char* name, const std::string& value) { ASSERT_EQ(::setenv(name, value.c_str(), 1), 0) << name; }
+
+ private:
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
+};
 
 inline bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;

@@ -41,6 +41,10 @@ class Backend {
   virtual bool averages(at::ScalarType dtype) const = 0;
 
   virtual ProgressBoard& progress() = 0;
+  // The device on which the Communicator's own small exchanges (the fingerprints) run for a
+  // collective whose tensors are on `tensors_on` (a barrier passes kCPU). Gloo, MPI and the
+  // threads backend move tensors of any device; NCCL moves only CUDA tensors of its own GPU.
+  virtual at::Device exchange_device(at::Device tensors_on) const { return tensors_on; }
   // Called after a timeout or a transport error: the backend must not block process exit
   // waiting for peers that will never answer (Gloo's worker threads, MPI_Finalize).
   virtual void abandon() {}

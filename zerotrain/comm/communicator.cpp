@@ -90,12 +90,12 @@ struct Issuer {
              "earlier failure (", state->broken, "); create a new one, or restart the job");
     const int64_t seq = ++state->seq;
     backend().progress().publish(seq, fp.describe());
-    if (state->options.check_fingerprints) compare_fingerprints(seq, fp, device);
+    if (state->options.check_fingerprints) compare_fingerprints(seq, fp, backend().exchange_device(device));
     return seq;
   }
 
   void compare_fingerprints(int64_t seq, const Fingerprint& fp, at::Device device) const {
-    // On the collective's device: the NCCL backend moves CUDA tensors only.
+    // On the device the backend exchanges on (Backend::exchange_device): NCCL's GPU for NCCL.
     auto mine = at::tensor({seq, static_cast<int64_t>(fp.kind), fp.reduce_op, fp.dtype, fp.numel, fp.root}, at::kLong)
                     .to(device);
     auto all = at::empty({ws() * kFingerprintWords}, at::TensorOptions(at::kLong).device(device));
@@ -124,6 +124,16 @@ struct Issuer {
                                                  std::move(done)));
   }
 
+  // `t` on the device the backend moves (NCCL: its GPU). A CPU tensor given to NCCL, such as
+  // the Trainer's and the engine's small agreement checks, travels through the GPU: copied
+  // there now, and back when the collective is waited for (copy_back crosses devices). A
+  // tensor on another GPU is the caller's mistake, and the backend refuses it.
+  at::Tensor staged(const at::Tensor& t) const {
+    if (!t.is_cpu()) return t;
+    const at::Device d = backend().exchange_device(t.device());
+    return d == t.device() ? t : t.to(d);
+  }
+
   Work all_reduce(const at::Tensor& tensor, ReduceOp op) const {
     check_tensor(tensor, "all_reduce", "");
     ZT_CHECK(is_reducible(tensor.scalar_type()), NotSupported, "all_reduce: dtype ", tensor.scalar_type(),
@@ -132,7 +142,7 @@ struct Issuer {
                          tensor.numel()};
     const int64_t seq = begin(fp, tensor.device());
     if (tensor.numel() == 0) return Work();
-    at::Tensor buffer = flat(tensor);
+    at::Tensor buffer = staged(flat(tensor));
     if (!backend().reduces(buffer.scalar_type())) buffer = buffer.to(at::kFloat);
     const bool post_divide = op == ReduceOp::kAvg && !backend().averages(buffer.scalar_type());
     WorkPtr part = backend().all_reduce(buffer, post_divide ? ReduceOp::kSum : op);
@@ -160,9 +170,9 @@ struct Issuer {
     const int64_t seq = begin(fp, input.device());
     if (numel == 0) return Work();
     const int64_t chunk = chunk_numel_max(numel, ws());
-    at::Tensor source = flat(input);
+    at::Tensor source = staged(flat(input));
     if (chunk * ws() != numel) {   // uneven chunks: pad to world_size equal chunks
-      at::Tensor padded = at::zeros({chunk * ws()}, input.options());
+      at::Tensor padded = at::zeros({chunk * ws()}, source.options());
       padded.narrow(0, 0, numel).copy_(source);
       source = padded;
     }
@@ -170,7 +180,8 @@ struct Issuer {
     if (cast) source = source.to(at::kFloat);
     // Reducing a bucket into its own chunk (output inside input) needs a separate result:
     // the backends read the whole input while writing the result.
-    const bool direct = !cast && chunk == mine.numel && output.is_contiguous() && !detail::overlaps(output, source);
+    const bool direct = !cast && chunk == mine.numel && output.is_contiguous() && output.device() == source.device() &&
+                        !detail::overlaps(output, source);
     at::Tensor result = direct ? output.view(-1) : at::empty({chunk}, source.options());
     const bool post_divide = op == ReduceOp::kAvg && !backend().averages(source.scalar_type());
     WorkPtr part = backend().reduce_scatter(source, result, post_divide ? ReduceOp::kSum : op);
@@ -196,14 +207,16 @@ struct Issuer {
     const int64_t seq = begin(fp, input.device());
     if (numel == 0) return Work();
     const int64_t chunk = chunk_numel_max(numel, ws());
-    at::Tensor source = flat(input);
+    at::Tensor source = staged(flat(input));
     if (source.numel() != chunk) {
-      at::Tensor padded = at::zeros({chunk}, input.options());
+      at::Tensor padded = at::zeros({chunk}, source.options());
       padded.narrow(0, 0, mine.numel).copy_(source);
       source = padded;
     }
     const bool even = chunk * ws() == numel;
-    at::Tensor result = (even && output.is_contiguous()) ? output.view(-1) : at::empty({chunk * ws()}, output.options());
+    at::Tensor result = (even && output.is_contiguous() && output.device() == source.device())
+                            ? output.view(-1)
+                            : at::empty({chunk * ws()}, source.options());
     WorkPtr part = backend().all_gather(source, result);
     return finish(seq, fp, part, [=] {
       (void)source;
@@ -218,7 +231,7 @@ struct Issuer {
     const Fingerprint fp{Kind::kBroadcast, -1, static_cast<int64_t>(tensor.scalar_type()), tensor.numel(), root};
     const int64_t seq = begin(fp, tensor.device());
     if (tensor.numel() == 0) return Work();
-    at::Tensor buffer = flat(tensor);
+    at::Tensor buffer = staged(flat(tensor));
     WorkPtr part = backend().broadcast(buffer, root);
     return finish(seq, fp, part, [=] { copy_back(tensor, buffer); });
   }

@@ -1,169 +1,205 @@
-// NCCL (GPU). Built wherever the CUDA toolkit with NCCL is present; it cannot run on a
-// machine without a GPU, so it is compiled and linked in CI but untested, and
-// `zerotrain report` says so. Collectives run on CUDA's legacy default stream, which orders
-// them after the LibTorch kernels that produced their inputs; a Work polls a CUDA event
-// and NCCL's async error so that a stuck peer becomes a TimeoutError (ncclCommAbort).
-#include <cuda_runtime.h>
-#include <nccl.h>
+// NCCL (GPU) through c10d's ProcessGroupNCCL from the wheel's libtorch_cuda, as the Gloo
+// backend goes through ProcessGroupGloo. ProcessGroupNCCL runs each collective on its own
+// stream, after an event recorded on the caller's current stream (so it reads what the
+// kernels before it wrote), and keeps the tensors alive until the collective ends (the
+// caching allocator's record_stream). We wrap its Work so that a stuck peer becomes our
+// TimeoutError, naming the collective and the missing ranks, like the CPU backends.
+//
+// Each rank drives one GPU: cuda:LOCAL_RANK. NCCL refuses two ranks on one GPU, so ranks
+// that share a GPU use gloo (which moves CUDA tensors too).
+#define USE_C10D_NCCL 1
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
-#include <ATen/ATen.h>
+#include <c10/cuda/CUDAFunctions.h>
 
-#include <cstring>
+#include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include "zerotrain/comm/backend.h"
+#include "zerotrain/comm/c10d_flat.h"
 #include "zerotrain/comm/store.h"
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/logging.h"
 
 namespace zerotrain::comm::detail {
 namespace {
 
-void check_cuda(cudaError_t code, const char* what) {
-  ZT_CHECK(code == cudaSuccess, CommError, what, " failed: ", cudaGetErrorString(code));
-}
-void check_nccl(ncclResult_t code, const char* what) {
-  ZT_CHECK(code == ncclSuccess, CommError, what, " failed: ", ncclGetErrorString(code));
+using namespace std::chrono_literals;
+
+// How often a wait looks at the GPU: short beside any collective worth overlapping, long
+// enough not to spin a core.
+constexpr auto kPollInterval = 50us;
+
+// ProcessGroupNCCL's watchdog ends the whole process when a collective outlives the group's
+// timeout, with a message that names neither our collective nor the missing ranks. Its
+// timeout is therefore ours plus this margin, so that our wait gives up first, says who is
+// missing, and aborts the group (abandon()) before the watchdog would act.
+std::chrono::milliseconds watchdog_timeout(std::chrono::milliseconds ours) {
+  return ours + std::max<std::chrono::milliseconds>(10s, ours / 10);
 }
 
-ncclDataType_t nccl_type(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kFloat: return ncclFloat32;
-    case at::kDouble: return ncclFloat64;
-    case at::kHalf: return ncclFloat16;
-    case at::kBFloat16: return ncclBfloat16;
-    case at::kLong: return ncclInt64;
-    case at::kInt: return ncclInt32;
-    case at::kChar: return ncclInt8;
-    case at::kByte: return ncclUint8;
-    default: throw NotSupported(str("the nccl backend cannot move ", c10::toString(dtype), " tensors"));
-  }
-}
-
-ncclRedOp_t nccl_op(ReduceOp op) {
+c10d::ReduceOp to_c10d(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kAvg: return ncclAvg;
-    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kSum: return c10d::ReduceOp::SUM;
+    case ReduceOp::kAvg: return c10d::ReduceOp::AVG;
+    case ReduceOp::kMax: return c10d::ReduceOp::MAX;
   }
   ZT_INTERNAL_ASSERT(false, "unknown reduce op");
 }
 
+// The GPU this rank drives, checked before anything touches CUDA or the network.
+at::Device choose_device(const RendezvousInfo& where) {
+  const int visible = static_cast<int>(c10::cuda::device_count());
+  ZT_CHECK(visible > 0, ConfigError,
+           "the nccl backend needs a GPU; none is visible (torch::cuda::device_count() == 0): use gloo or mpi on "
+           "CPU");
+  ZT_CHECK(where.local_rank < visible, ConfigError, "the nccl backend gives each rank its own GPU, cuda:LOCAL_RANK, but "
+           "LOCAL_RANK is ", where.local_rank, " and this process sees ", visible, " GPU", visible == 1 ? "" : "s",
+           ": start at most ", visible, " rank", visible == 1 ? "" : "s", " per node, make CUDA_VISIBLE_DEVICES list "
+           "one GPU per local rank, or use the gloo backend to share a GPU between ranks (NCCL refuses two ranks on "
+           "one GPU)");
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(where.local_rank));
+}
+
 class NcclWork final : public WorkImpl {
  public:
-  NcclWork(ncclComm_t comm, cudaEvent_t event) : comm_(comm), event_(event) {}
-  ~NcclWork() override { cudaEventDestroy(event_); }
+  explicit NcclWork(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
+
   bool wait_until(Clock::time_point deadline) override {
-    while (!is_completed()) {
+    // Polled here rather than with c10d's timed wait, which on a timeout fails the work on
+    // its own terms and aborts the communicator before we could name the missing ranks.
+    while (!work_->isCompleted()) {   // also true once the work failed
       if (Clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      std::this_thread::sleep_for(kPollInterval);
     }
+    // Done on the GPU (or failed): wait() rethrows a failure, and orders the caller's current
+    // stream after the collective's, so the kernels that read the results come after it.
+    work_->wait();
     return true;
   }
-  bool is_completed() override {
-    ncclResult_t async = ncclSuccess;
-    check_nccl(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
-    check_nccl(async, "an NCCL collective");
-    const cudaError_t state = cudaEventQuery(event_);
-    if (state == cudaErrorNotReady) return false;
-    check_cuda(state, "cudaEventQuery");
-    return true;
-  }
+  bool is_completed() override { return work_->isCompleted(); }
 
  private:
-  ncclComm_t comm_;
-  cudaEvent_t event_;
+  c10::intrusive_ptr<c10d::Work> work_;
 };
 
 class NcclBackend final : public Backend {
  public:
-  NcclBackend(const RendezvousInfo& where, const CommOptions& options) : rank_(where.rank), world_size_(where.world_size) {
-    ZT_CHECK(!where.master_addr.empty() && where.master_port > 0, ConfigError,
-             "the nccl backend needs MASTER_ADDR and MASTER_PORT to exchange its unique id");
-    check_cuda(cudaSetDevice(where.local_rank), "cudaSetDevice(LOCAL_RANK)");
-    store_ = connect_store({where.master_addr, where.master_port}, rank_, world_size_, options.timeout);
-    ncclUniqueId id;
-    if (rank_ == 0) {
-      check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-      store_->set("zt/nccl/id", std::vector<uint8_t>(id.internal, id.internal + sizeof(id.internal)));
+  NcclBackend(const RendezvousInfo& where, const CommOptions& options)
+      : rank_(where.rank), world_size_(where.world_size), device_(choose_device(where)) {
+    c10::cuda::set_device(device_.index());
+    if (world_size_ == 1) {
+      // Nobody to meet: the group's own bookkeeping goes to an in-process store, so a single
+      // process needs no MASTER_ADDR/MASTER_PORT.
+      store_ = c10::make_intrusive<c10d::HashStore>();
     } else {
-      auto bytes = store_->get("zt/nccl/id");
-      ZT_CHECK(bytes.size() == sizeof(id.internal), CommError, "the NCCL unique id in the store has the wrong size");
-      std::memcpy(id.internal, bytes.data(), bytes.size());
+      ZT_CHECK(!where.master_addr.empty() && where.master_port > 0, ConfigError,
+               "the nccl backend needs MASTER_ADDR and MASTER_PORT to meet the other ranks (the ",
+               to_string(where.source), " environment did not set them); `zerotrain launch` and torchrun set both");
+      store_ = connect_store({where.master_addr, where.master_port}, rank_, world_size_, options.timeout);
+      // NCCL's own connection has no timeout that would say who is missing.
+      wait_for_ranks(*store_, rank_, world_size_, options.timeout, "the nccl backend");
     }
-    check_nccl(ncclCommInitRank(&comm_, world_size_, id, rank_), "ncclCommInitRank");
+    auto pg_options = c10d::ProcessGroupNCCL::Options::create();
+    pg_options->timeout = watchdog_timeout(options.timeout);
+    pg_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>("zt/nccl", store_),
+                                                     rank_, world_size_, pg_options);
     board_ = make_store_board(store_, rank_, world_size_);
   }
+
   ~NcclBackend() override {
     if (abandoned_) {
-      ncclCommAbort(comm_);
-    } else {
-      ncclCommDestroy(comm_);
+      // abandon() aborted the group; its threads may still hold it. Leave it to the exit.
+      new c10::intrusive_ptr<c10d::ProcessGroupNCCL>(std::move(pg_));
+      return;
+    }
+    try {
+      pg_->shutdown();   // without it, c10d warns that the group was not destroyed
+    } catch (const std::exception& e) {
+      ZT_LOG_WARN("comm: shutting down the nccl process group failed: ", first_line(e));
     }
   }
 
   BackendKind kind() const override { return BackendKind::kNccl; }
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
+  // NCCL reduces every dtype the Communicator offers. Its average of integers is left to
+  // the Communicator (sum, then a truncating division), as on gloo and mpi, so that every
+  // backend gives the same integers.
   bool reduces(at::ScalarType) const override { return true; }
-  bool averages(at::ScalarType) const override { return true; }
+  bool averages(at::ScalarType dtype) const override { return at::isFloatingType(dtype); }
   ProgressBoard& progress() override { return *board_; }
-  void abandon() override { abandoned_ = true; }
+  at::Device exchange_device(at::Device) const override { return device_; }
 
-  WorkPtr all_reduce(const at::Tensor& t, ReduceOp op) override {
-    check_device(t);
-    check_nccl(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), nccl_op(op), comm_, 0),
-               "ncclAllReduce");
-    return record();
+  void abandon() override {
+    if (abandoned_) return;
+    abandoned_ = true;
+    // Aborting the communicators ends the kernels stuck waiting for peers (a later CUDA call
+    // or the process exit would wait on them) and stops the watchdog from acting on them.
+    try {
+      pg_->abort();
+    } catch (const std::exception& e) {
+      ZT_LOG_WARN("comm: aborting the nccl process group failed: ", first_line(e));
+    }
   }
-  WorkPtr reduce_scatter(const at::Tensor& in, const at::Tensor& out, ReduceOp op) override {
-    check_device(in);
-    check_nccl(ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(in.scalar_type()), nccl_op(op),
-                                 comm_, 0),
-               "ncclReduceScatter");
-    return record();
+
+  WorkPtr all_reduce(const at::Tensor& tensor, ReduceOp op) override {
+    check_device(tensor);
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::AllreduceOptions o;
+    o.reduceOp = to_c10d(op);
+    return wrap(pg_->allreduce(tensors, o));
   }
-  WorkPtr all_gather(const at::Tensor& in, const at::Tensor& out) override {
-    check_device(in);
-    check_nccl(ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in.scalar_type()), comm_, 0),
-               "ncclAllGather");
-    return record();
+  WorkPtr reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) override {
+    check_device(input);
+    check_device(output);
+    at::Tensor in = input, out = output;
+    c10d::ReduceScatterOptions o;
+    o.reduceOp = to_c10d(op);
+    return wrap(reduce_scatter_flat(*pg_, out, in, o));
   }
-  WorkPtr broadcast(const at::Tensor& t, int root) override {
-    check_device(t);
-    check_nccl(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), root, comm_, 0),
-               "ncclBroadcast");
-    return record();
+  WorkPtr all_gather(const at::Tensor& input, const at::Tensor& output) override {
+    check_device(input);
+    check_device(output);
+    at::Tensor in = input, out = output;
+    return wrap(all_gather_flat(*pg_, out, in));
+  }
+  WorkPtr broadcast(const at::Tensor& tensor, int root) override {
+    check_device(tensor);
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    return wrap(pg_->broadcast(tensors, o));
   }
   WorkPtr barrier() override {
-    // NCCL has no barrier: an all_reduce of one element serves.
-    if (!barrier_buffer_.defined()) barrier_buffer_ = at::zeros({1}, at::TensorOptions().device(at::kCUDA));
-    return all_reduce(barrier_buffer_, ReduceOp::kSum);
+    // On this rank's GPU: without device_ids c10d guesses one from the rank.
+    c10d::BarrierOptions o;
+    o.device_ids = {device_.index()};
+    return wrap(pg_->barrier(o));
   }
 
  private:
-  static void check_device(const at::Tensor& t) {
+  void check_device(const at::Tensor& t) const {
     ZT_CHECK(t.is_cuda(), UsageError, "the nccl backend takes CUDA tensors; this one is on ", t.device(),
-             " (use gloo or mpi for CPU tensors)");
+             " (move it to ", device_, ", or use gloo or mpi for CPU tensors)");
+    ZT_CHECK(t.device() == device_, UsageError, "the nccl backend of rank ", rank_, " drives ", device_,
+             " (LOCAL_RANK), but this tensor is on ", t.device(), "; move it to ", device_);
   }
-  WorkPtr record() {
-    cudaEvent_t event;
-    check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaEventRecord(event, 0), "cudaEventRecord");
-    return std::make_shared<NcclWork>(comm_, event);
-  }
+  static WorkPtr wrap(c10::intrusive_ptr<c10d::Work> work) { return std::make_shared<NcclWork>(std::move(work)); }
 
   int rank_;
   int world_size_;
+  at::Device device_;
   c10::intrusive_ptr<c10d::Store> store_;
-  ncclComm_t comm_ = nullptr;
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> pg_;
   std::unique_ptr<ProgressBoard> board_;
-  at::Tensor barrier_buffer_;   // (1,) fp32 on this rank's GPU
   bool abandoned_ = false;
 };
 
 }  // namespace
-
-bool nccl_compiled() { return true; }
 
 std::unique_ptr<Backend> make_nccl_backend(const RendezvousInfo& where, const CommOptions& options) {
   return std::make_unique<NcclBackend>(where, options);

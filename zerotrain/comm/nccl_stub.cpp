@@ -1,5 +1,7 @@
-// Built when the CUDA toolkit with NCCL was not found at configure time.
+// Built when this LibTorch has no CUDA half or NCCL was not found at configure time
+// (cmake/ZerotrainCuda.cmake, ZEROTRAIN_HAVE_NCCL off).
 #include "zerotrain/comm/backend.h"
+#include "zerotrain/comm/report.h"
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::comm::detail {
@@ -7,8 +9,14 @@ namespace zerotrain::comm::detail {
 bool nccl_compiled() { return false; }
 
 std::unique_ptr<Backend> make_nccl_backend(const RendezvousInfo&, const CommOptions&) {
-  throw NotSupported("this zerotrain was built without NCCL (no CUDA toolkit with nccl.h at configure time); "
-                     "use the gloo or mpi backend on CPU");
+  throw NotSupported("this zerotrain was built without NCCL (the LibTorch it was built with has no CUDA half, or "
+                     "NCCL was not found at configure time; see docs/gpu.md); use the gloo or mpi backend on CPU");
 }
 
 }  // namespace zerotrain::comm::detail
+
+namespace zerotrain::comm {
+
+std::string nccl_version() { return ""; }
+
+}  // namespace zerotrain::comm
