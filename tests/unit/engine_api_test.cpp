@@ -124,6 +124,39 @@ TEST(EngineApi, ErrorsNameTheProblem) {
   }
 }
 
+// A module whose one parameter is on the meta device: no data, no kernels.
+struct MetaNetImpl : torch::nn::Module {
+  MetaNetImpl() {
+    fc = register_module("fc", torch::nn::Linear(8, 4));
+    w = register_parameter("w", torch::empty({4}, torch::TensorOptions().device(torch::kMeta)));
+  }
+  torch::nn::Linear fc{nullptr};
+  torch::Tensor w;
+};
+TORCH_MODULE(MetaNet);
+
+TEST(EngineApi, TrainsOnTheParametersDeviceAndRefusesOthers) {
+  auto net = make_parity_net(false);
+  auto engine = zerotrain::initialize(net.ptr(), config("", 2), {.comm = zerotrain::comm::Communicator::make_thread_world(1)[0]});
+  EXPECT_EQ(engine.device(), torch::Device(torch::kCPU));
+  // A device without kernels or a backend here is refused, naming the parameter and the device.
+  MetaNet meta;
+  try {
+    zerotrain::initialize(meta.ptr(), config("", 0), {.comm = zerotrain::comm::Communicator::make_thread_world(1)[0]});
+    FAIL() << "a meta parameter was accepted";
+  } catch (const zerotrain::NotSupported& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("parameter w is on meta"), std::string::npos) << message;
+    EXPECT_NE(message.find("CPU or on a CUDA GPU"), std::string::npos) << message;
+    EXPECT_NE(message.find("model->to("), std::string::npos) << message;
+  }
+  // Frozen, it is left out of training, and so of the check.
+  MetaNet frozen;
+  frozen->w.set_requires_grad(false);
+  auto engine2 = zerotrain::initialize(frozen.ptr(), config("", 0), {.comm = zerotrain::comm::Communicator::make_thread_world(1)[0]});
+  EXPECT_EQ(engine2.device(), torch::Device(torch::kCPU));
+}
+
 TEST(EngineApi, ClientOptimizerAtEveryStageMatchesTheReference) {
   const ParityData data = make_parity_data();
   for (int stage : {0, 1, 2}) {

@@ -87,10 +87,14 @@ void plan_range(checkpoint::CheckpointReader& reader, const checkpoint::ParamRec
 
 void execute(checkpoint::CheckpointReader& reader, const Read& r) {
   const int64_t nbytes = r.fragment_numel * 4;
+  // A CPU destination that is the whole fragment gets the file's bytes directly.
   if (r.skip == 0 && r.dst.numel() == r.fragment_numel && r.dst.is_cpu() && r.dst.is_contiguous()) {
     reader.read_tensor(r.rank, r.key, checkpoint::Dtype::kF32, r.dst.data_ptr(), nbytes);
     return;
   }
+  // Otherwise the fragment is read into host memory and its part copied into place: on a
+  // GPU engine that copy is the upload (blocking, from pageable memory, so `whole` may go
+  // when it returns; a load is not a step, and one fragment is in host memory at a time).
   const at::Tensor whole = at::empty({r.fragment_numel}, at::kFloat);
   reader.read_tensor(r.rank, r.key, checkpoint::Dtype::kF32, whole.data_ptr(), nbytes);
   r.dst.copy_(whole.narrow(0, r.skip, r.dst.numel()));
@@ -102,6 +106,7 @@ at::Tensor read_whole(checkpoint::CheckpointReader& reader, const checkpoint::Wh
   ZT_CHECK(dtype.has_value(), CheckpointError, file, ": ", key, " has an unknown dtype ", w.dtype);
   ZT_CHECK(c10::IntArrayRef(w.shape) == like.sizes(), CheckpointError, file, ": ", key, " has shape ",
            c10::IntArrayRef(w.shape), " but the model's is ", like.sizes(), " (a different model?)");
+  // Read in host memory; commit copies it into the model's tensor, on whatever device.
   at::Tensor t = at::empty(w.shape, engine::detail::scalar_type(*dtype));
   reader.read_tensor(0, key, *dtype, t.data_ptr(), static_cast<int64_t>(t.nbytes()));
   return t;

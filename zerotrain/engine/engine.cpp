@@ -72,16 +72,47 @@ std::vector<ParamGroup> default_groups(torch::nn::Module& model) {
   return {group};
 }
 
+// A trainable parameter's name for messages: the model's, or its place in a group of the
+// client's that holds a tensor the model does not register.
+std::string param_name(const std::unordered_map<const void*, std::string>& names, const ParamGroup& spec,
+                       const at::Tensor& p, size_t trainable_index) {
+  auto it = names.find(p.unsafeGetTensorImpl());
+  return it != names.end() ? it->second : spec.name + "[" + std::to_string(trainable_index) + "]";
+}
+
+// The one device every trained parameter is on, where the engine keeps everything else too
+// (DeepSpeed's engine moves the module to its rank's accelerator; this one trains the
+// parameters where the caller put them). The CPU and CUDA GPUs have the kernels and the
+// backends (gloo, nccl); a model split over two devices would need copies in every
+// collective and every step, so it is refused rather than trained slowly.
+at::Device training_device(const std::vector<ParamGroup>& specs,
+                           const std::unordered_map<const void*, std::string>& names) {
+  std::optional<std::pair<std::string, at::Device>> first;
+  for (const auto& spec : specs) {
+    size_t trainable = 0;
+    for (const auto& p : spec.params) {
+      if (!p.requires_grad()) continue;
+      const std::string name = param_name(names, spec, p, trainable++);
+      const at::Device d = p.device();
+      ZT_CHECK(d.is_cpu() || d.is_cuda(), NotSupported, "parameter ", name, " is on ", d,
+               ": the engine trains parameters on the CPU or on a CUDA GPU only; move the model to one of them "
+               "before initialize (model->to(torch::kCUDA) or model->to(torch::kCPU))");
+      if (!first) first.emplace(name, d);
+      ZT_CHECK(d == first->second, UsageError, "parameter ", first->first, " is on ", first->second,
+               " but parameter ", name, " is on ", d, "; the engine trains a model on one device: move the whole "
+               "model there before initialize (model->to(torch::Device(\"", first->second, "\")))");
+    }
+  }
+  return first ? first->second : at::Device(at::kCPU);
+}
+
 GroupState make_group(const ParamGroup& spec, const std::unordered_map<const void*, std::string>& names,
                       EngineState& s) {
   std::vector<at::Tensor> trainable;
   std::vector<std::string> trainable_names;
   for (const auto& p : spec.params) {
     if (!p.requires_grad()) continue;   // frozen: left out of everything
-    auto it = names.find(p.unsafeGetTensorImpl());
-    const std::string name = it != names.end() ? it->second : spec.name + "[" + std::to_string(trainable.size()) + "]";
-    ZT_CHECK(p.device().is_cpu(), NotSupported, "parameter ", name, " is on ", p.device(),
-             "; the engine trains CPU parameters for now");
+    const std::string name = param_name(names, spec, p, trainable.size());
     ZT_CHECK(p.scalar_type() == s.precision.model, ConfigError, "parameter ", name, " is ", p.scalar_type(),
              " but the config trains in ", s.precision.model, "; enable the matching \"bf16\" or \"fp16\" block, "
              "or give the engine a float32 model (model->to(torch::kFloat))");
@@ -93,6 +124,7 @@ GroupState make_group(const ParamGroup& spec, const std::unordered_map<const voi
   g.name = spec.name;
   g.params = trainable;
   g.param_names = trainable_names;
+  g.device = s.device;   // training_device checked every parameter is there
   g.hyper = s.optimizer ? s.optimizer->defaults() : optim::GroupHyper{};
   if (spec.lr) g.hyper.lr = *spec.lr;
   if (spec.weight_decay) g.hyper.weight_decay = *spec.weight_decay;
@@ -229,7 +261,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   const auto& offload_block = s->config.zero_optimization.offload_optimizer;
   const bool master_offloaded = offload_block && offload_block->device != config::OffloadDevice::kNone;
   s->stage = stages::make_stage(traits, {s->comm, s->precision, &s->meter, &s->config.zero_optimization,
-                                         engine::detail::make_param_swap(s->config, traits, s->comm.rank()),
+                                         engine::detail::make_param_swap(s->config, traits, s->comm.rank(), *model),
                                          master_offloaded});
   if (s->config.fp16_enabled()) {
     s->scaler.emplace(precision::loss_scaler_options(s->config));
@@ -249,6 +281,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   auto specs = s->client_optimizer ? client_groups(*s->client_optimizer)
                : options.param_groups.empty() ? default_groups(*model)
                                               : options.param_groups;
+  s->device = training_device(specs, names);
   for (const auto& spec : specs) s->groups.push_back(make_group(spec, names, *s));
   s->stage->finish_setup();
   engine::detail::start_offload(*s);
@@ -354,6 +387,7 @@ int64_t Engine::global_samples() const { return state_->global_samples; }
 int64_t Engine::skipped_steps() const { return state_->skipped_steps; }
 double Engine::loss_scale() const { return state_->loss_scale(); }
 at::ScalarType Engine::model_dtype() const { return state_->precision.model; }
+at::Device Engine::device() const { return state_->device; }
 at::ScalarType Engine::communication_data_type() const { return state_->precision.comm; }
 at::ScalarType Engine::grad_accum_dtype() const { return state_->precision.accum; }
 
@@ -418,6 +452,17 @@ GatheredParameters::~GatheredParameters() noexcept(false) {
   close();
 }
 
+namespace {
+
+// A copy in host memory, as DeepSpeed's consolidated state dict moves each gathered tensor to
+// the CPU: a second whole model on the GPU, next to the training states, may not fit there.
+at::Tensor host_copy(const at::Tensor& t) {
+  at::Tensor d = t.detach();
+  return d.is_cpu() ? d.clone() : d.to(at::kCPU);
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, at::Tensor>> Engine::consolidated_16bit_state_dict() {
   std::vector<std::pair<std::string, at::Tensor>> out;
   const bool keep = state_->comm.rank() == 0;
@@ -425,11 +470,11 @@ std::vector<std::pair<std::string, at::Tensor>> Engine::consolidated_16bit_state
   for (const auto& item : state_->model->named_parameters()) {
     if (!seen.insert(item.value().unsafeGetTensorImpl()).second) continue;
     GatheredParameters full(*this, {item.value()});
-    if (keep) out.emplace_back(item.key(), item.value().detach().clone());
+    if (keep) out.emplace_back(item.key(), host_copy(item.value()));
     full.close();
   }
   if (keep) {
-    for (const auto& item : state_->model->named_buffers()) out.emplace_back(item.key(), item.value().detach().clone());
+    for (const auto& item : state_->model->named_buffers()) out.emplace_back(item.key(), host_copy(item.value()));
   }
   return out;
 }

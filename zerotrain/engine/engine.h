@@ -113,6 +113,10 @@ class Engine {
   // The dtypes of training (docs/precision.md): parameters and activations; gradients on the
   // wire (communication_data_type); gradients summed over micro-steps (grad_accum_dtype).
   at::ScalarType model_dtype() const;
+  // Where the trained parameters live (every one on this device; initialize refuses a model
+  // split over two), and so every buffer and state of the engine: a batch goes here too.
+  // The CPU for a model without trainable parameters.
+  at::Device device() const;
   at::ScalarType communication_data_type() const;
   at::ScalarType grad_accum_dtype() const;
   // With fp16.auto_cast, a floating-point input cast to fp16 (what DeepSpeed's forward does to
@@ -139,8 +143,8 @@ class Engine {
   const Config& config() const;
   comm::Communicator& comm();
 
-  // The model's full parameters (and buffers), by name in the model's dtype, on rank 0;
-  // empty elsewhere. Every rank must call it. At stage 3 the parameters are gathered one at
+  // The model's full parameters (and buffers), by name in the model's dtype, on rank 0, as
+  // copies in host memory whatever the engine's device; empty elsewhere. Every rank must call it. At stage 3 the parameters are gathered one at
   // a time, so no rank holds more than one unit beyond its shard (what DeepSpeed saves with
   // stage3_gather_16bit_weights_on_model_save).
   std::vector<std::pair<std::string, at::Tensor>> consolidated_16bit_state_dict();

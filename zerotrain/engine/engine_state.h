@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zerotrain/comm/communicator.h"
@@ -43,6 +44,7 @@ struct EngineState {
   comm::Communicator comm;
   std::unique_ptr<stages::Stage> stage;
   precision::Dtypes precision;
+  at::Device device{at::kCPU};   // the trained parameters' (Engine::device)
   std::optional<precision::LossScaler> scaler;    // fp16 only
   std::optional<precision::OverflowWatch> watch;  // with the scaler
   int64_t accumulation_steps = 1;
@@ -55,7 +57,10 @@ struct EngineState {
   std::unique_ptr<offload::OptimizerOffload> offload;         // offload_optimizer: cpu or nvme
   // The AccumulateGrad nodes carrying our hooks (autograd only holds them weakly), with each
   // hook's key: the hooks point at this state and are removed with it.
-  std::vector<std::pair<c10::intrusive_ptr<torch::autograd::Node>, uintptr_t>> accumulators;
+  // The pointer type grad_accumulator() returns: std::shared_ptr<Node> in LibTorch 2.11,
+  // c10::intrusive_ptr<Node> in the pinned 2.15 (an offline GPU machine may have the older).
+  using AccumulatorPtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
+  std::vector<std::pair<AccumulatorPtr, uintptr_t>> accumulators;
 
   int64_t micro_steps = 0;
   int64_t global_steps = 0;
@@ -117,7 +122,9 @@ struct EngineState {
 // offload_setup.cpp (docs/offload.md): the stage-3 parameter swap of offload_param "nvme"
 // (null otherwise), for the stage's context; and the optimizer offload, once the groups are
 // set up.
-std::shared_ptr<stages::stage3::ParamSwap> make_param_swap(const Config& c, const stages::StageTraits& traits, int rank);
+// `model`: its parameters' device decides what offload_param "cpu" means (a swap on a GPU only).
+std::shared_ptr<stages::stage3::ParamSwap> make_param_swap(const Config& c, const stages::StageTraits& traits, int rank,
+                                                           torch::nn::Module& model);
 void start_offload(EngineState& s);
 
 template <class F>

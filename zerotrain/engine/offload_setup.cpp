@@ -1,20 +1,36 @@
 // The engine's offload at start-up (docs/offload.md): where stage 3 keeps its parameter
 // shards, and the store of the optimizer's states.
+#include <torch/nn/module.h>
+
 #include <filesystem>
 
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
 #include "zerotrain/engine/engine_state.h"
 #include "zerotrain/io/from_config.h"
+#include "zerotrain/offload/param_swap_host.h"
 #include "zerotrain/offload/param_swap_nvme.h"
 
 namespace zerotrain::engine::detail {
 
 // offload_param "nvme" (docs/offload.md): stage 3 keeps each rank's parameter shard on disk.
-// "cpu" keeps it in host memory, which is where it is anyway without a GPU.
-std::shared_ptr<stages::stage3::ParamSwap> make_param_swap(const Config& c, const stages::StageTraits& traits, int rank) {
+// "cpu" keeps it in pinned host memory when the model is on a GPU; on a CPU it is in host
+// memory anyway, and no swap is made.
+std::shared_ptr<stages::stage3::ParamSwap> make_param_swap(const Config& c, const stages::StageTraits& traits, int rank,
+                                                           torch::nn::Module& model) {
   const auto& block = c.zero_optimization.offload_param;
-  if (!block || block->device != config::OffloadDevice::kNvme || !traits.shards_parameters) return nullptr;
+  c10::Device device(c10::kCPU);
+  for (const auto& p : model.parameters()) {
+    device = p.device();
+    break;
+  }
+  if (!block || !traits.shards_parameters || block->device == config::OffloadDevice::kNone) return nullptr;
+  if (block->device == config::OffloadDevice::kCpu) {
+    if (device.is_cpu()) return nullptr;
+    auto swap = offload::make_host_param_swap(device);
+    if (rank == 0) ZT_LOG_INFO("engine: offload_param cpu: the shard lives in pinned host memory");
+    return swap;
+  }
   const std::string dir = (std::filesystem::path(block->nvme_path.value_or(".")) / "zerotrain_offload" / "params" /
                            ("rank" + std::to_string(rank)))
                               .string();

@@ -22,7 +22,12 @@ class Adam final : public FlatOptimizer {
   void step(size_t group, const at::Tensor& params, const at::Tensor& grads, const GroupHyper& h,
             std::span<const int64_t>) override {
     auto& s = state_for(group, params, {"exp_avg", "exp_avg_sq"});
-    fused_adam_step(*fused_adam_options(h), next_step(group), params, grads, s["exp_avg"], s["exp_avg_sq"]);
+    const AdamOptions options = *fused_adam_options(h);
+    if (aten_kernels(params)) {
+      aten_adam_step(options, next_step(group), params, grads, s["exp_avg"], s["exp_avg_sq"]);
+    } else {
+      fused_adam_step(options, next_step(group), params, grads, s["exp_avg"], s["exp_avg_sq"]);
+    }
   }
   std::optional<AdamOptions> fused_adam_options(const GroupHyper& h) const override {
     return AdamOptions{h.lr, h.betas[0], h.betas[1], eps_, h.weight_decay, adamw_mode_, bias_correction_};
@@ -133,14 +138,26 @@ class Lamb final : public FlatOptimizer {
     if (h.weight_decay != 0) update.add_(params, h.weight_decay);
     int64_t offset = 0;
     const std::vector<int64_t> whole{params.numel()};
+    const bool on_device = aten_kernels(params);
     for (int64_t n : segments.empty() ? std::span<const int64_t>(whole) : segments) {
       auto p = params.narrow(0, offset, n);
       auto u = update.narrow(0, offset, n);
+      offset += n;
+      if (on_device) {
+        // The ratio stays a 0-dim tensor on the device: reading two norms back per parameter
+        // would wait for the GPU twice per parameter. Its arithmetic is the host path's, in
+        // float64; only the final multiply-add rounds differently (p += lr' u, not an axpy).
+        const at::Tensor w_norm = p.norm().to(at::kDouble), u_norm = u.norm().to(at::kDouble);
+        const at::Tensor trust = at::where(w_norm.gt(0).logical_and(u_norm.gt(0)), w_norm / u_norm,
+                                           at::ones_like(w_norm))
+                                     .clamp_(min_coeff_, max_coeff_);
+        p.add_(u * (trust * -h.lr).to(at::kFloat));
+        continue;
+      }
       const double w_norm = p.norm().item<double>(), u_norm = u.norm().item<double>();
       double trust = w_norm > 0 && u_norm > 0 ? w_norm / u_norm : 1.0;
       trust = std::clamp(trust, min_coeff_, max_coeff_);
       p.add_(u, -h.lr * trust);
-      offset += n;
     }
   }
 
@@ -150,9 +167,7 @@ class Lamb final : public FlatOptimizer {
   double max_coeff_, min_coeff_;
 };
 
-}  // namespace
-
-std::unique_ptr<FlatOptimizer> FlatOptimizer::from_config(const config::OptimizerConfig& c, bool partitioned) {
+std::unique_ptr<FlatOptimizer> make(const config::OptimizerConfig& c, bool partitioned) {
   switch (c.kind) {
     case OptimizerKind::kAdam: return std::make_unique<Adam>(std::get<config::AdamParams>(c.params), false);
     case OptimizerKind::kAdamW: return std::make_unique<Adam>(std::get<config::AdamParams>(c.params), true);
@@ -168,6 +183,15 @@ std::unique_ptr<FlatOptimizer> FlatOptimizer::from_config(const config::Optimize
       return std::make_unique<Lamb>(std::get<config::LambParams>(c.params));
   }
   ZT_INTERNAL_ASSERT(false, "unknown optimizer kind");
+}
+
+}  // namespace
+
+std::unique_ptr<FlatOptimizer> FlatOptimizer::from_config(const config::OptimizerConfig& c, bool partitioned,
+                                                          OptimizerKernels kernels) {
+  std::unique_ptr<FlatOptimizer> made = make(c, partitioned);
+  made->kernels_ = kernels;
+  return made;
 }
 
 int64_t FlatOptimizer::steps(size_t group) const { return group < steps_.size() ? steps_[group] : 0; }

@@ -1,7 +1,8 @@
 // DeepSpeed's optimizers over flat fp32 tensors: each parameter group of a rank is one
 // contiguous shard (of the master weights under ZeRO), and its state tensors have the
-// same layout. Adam/AdamW use the fused SIMD kernel; SGD, Adagrad, Lion and Lamb use
-// ATen's vectorised elementwise ops with the formulas of torch.optim / DeepSpeed.
+// same layout, on the shard's device. Adam/AdamW use the fused SIMD kernel on a CPU shard
+// and ATen's fused multi-tensor kernel on a GPU's; SGD, Adagrad, Lion and Lamb use ATen's
+// elementwise ops (any device) with the formulas of torch.optim / DeepSpeed.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -29,11 +30,21 @@ struct GroupHyper {
   std::array<double, 2> betas{0.9, 0.999};
 };
 
+// Which kernels step a shard.
+enum class OptimizerKernels {
+  // A CPU shard: the SIMD Adam with DeepSpeedCPUAdam's bits, and Lamb's trust ratios read on
+  // the host. Any other device: ATen's kernels (aten_adam_step), nothing read back.
+  kByDevice,
+  // ATen's on every device: how the tests check the GPU path's arithmetic on a CPU.
+  kAten,
+};
+
 class FlatOptimizer {
  public:
   // `partitioned`: the optimizer steps a shard of each group, so Lamb, which needs every
   // parameter whole for its trust ratio, is refused (as DeepSpeed refuses it under ZeRO).
-  static std::unique_ptr<FlatOptimizer> from_config(const config::OptimizerConfig& config, bool partitioned);
+  static std::unique_ptr<FlatOptimizer> from_config(const config::OptimizerConfig& config, bool partitioned,
+                                                    OptimizerKernels kernels = OptimizerKernels::kByDevice);
   virtual ~FlatOptimizer() = default;
 
   virtual std::string name() const = 0;
@@ -66,9 +77,14 @@ class FlatOptimizer {
   std::map<std::string, at::Tensor>& state_for(size_t group, const at::Tensor& params,
                                                std::initializer_list<const char*> names);
   int64_t next_step(size_t group);
+  // Whether `params` is stepped with ATen's kernels (OptimizerKernels).
+  bool aten_kernels(const at::Tensor& params) const {
+    return kernels_ == OptimizerKernels::kAten || !params.device().is_cpu();
+  }
 
  private:
   GroupHyper defaults_;
+  OptimizerKernels kernels_ = OptimizerKernels::kByDevice;
   std::vector<std::map<std::string, at::Tensor>> state_;
   std::vector<int64_t> steps_;
 };

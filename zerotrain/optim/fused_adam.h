@@ -23,4 +23,12 @@ struct AdamOptions {
 void fused_adam_step(const AdamOptions& options, int64_t step, const at::Tensor& params, const at::Tensor& grads,
                      const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq);
 
+// The same step with ATen's kernels, on fp32 tensors of one device, any device: ATen's fused
+// multi-tensor Adam/AdamW (at::_fused_adam_ / at::_fused_adamw_; a CUDA kernel, and a CPU
+// one that tests hold against the SIMD kernel above), or, without bias correction (which the
+// fused kernels always apply), ATen's elementwise ops. DeepSpeed's arithmetic up to
+// rounding: its GPU FusedAdam computes the same formulas in another order. No host sync.
+void aten_adam_step(const AdamOptions& options, int64_t step, const at::Tensor& params, const at::Tensor& grads,
+                    const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq);
+
 }  // namespace zerotrain::optim

@@ -18,6 +18,9 @@ struct GroupState {
   std::string name;
   std::vector<at::Tensor> params;          // the model's parameters: views of `flat`
   std::vector<std::string> param_names;
+  // Where the parameters are, and so every buffer and state of the group (the engine's
+  // device): allocations take it from here, never from a default.
+  at::Device device{at::kCPU};
   partition::GroupLayout layout;
   optim::GroupHyper hyper;                 // this step's lr, weight decay, betas
   at::Tensor flat;        // (numel,) model dtype: the parameters, in model order
@@ -33,6 +36,9 @@ struct GroupState {
   // the parameters itself, from a master that lives in the offload store; publish_weights
   // only spreads them. False while the master is in `master` (before a step, checkpoints).
   bool weights_in_place = false;
+
+  // A new buffer of the group's: `dtype` on the group's device.
+  at::TensorOptions options(at::ScalarType dtype) const { return at::TensorOptions().dtype(dtype).device(device); }
 
   // The weights an optimizer steps: the fp32 master, or the parameters themselves.
   at::Tensor& stepped_weights() { return master.defined() ? master : flat; }

@@ -37,7 +37,7 @@ void ShardedStage::publish_weights(std::vector<GroupState>& groups) {
 }
 
 void ShardedStage::init_master(GroupState& g) {
-  g.master = at::empty({g.layout.shard_numel()}, at::kFloat);
+  g.master = at::empty({g.layout.shard_numel()}, g.options(at::kFloat));
   refresh_master(g);
 }
 
@@ -66,7 +66,7 @@ PendingReduce Stage1::reduce_bucket(GroupState& g, std::size_t bucket) {
   if (out.scalar_type() == wire) {
     r.work = ctx_.comm.reduce_scatter(input, out, op);
   } else {
-    r.result = at::empty({b.chunk.numel}, wire);
+    r.result = at::empty({b.chunk.numel}, g.options(wire));
     r.write_back = out;
     r.work = ctx_.comm.reduce_scatter(input, r.result, op);
   }
@@ -77,7 +77,9 @@ PendingReduce Stage1::reduce_bucket(GroupState& g, std::size_t bucket) {
 // backward and accumulated into this rank's shard; the full gradients go at once.
 at::Tensor& Stage2::staging_for(GroupState& g, std::size_t bucket) {
   at::Tensor& buffer = g.staging[bucket];
-  if (!buffer.defined()) buffer = ctx_.meter->track(at::zeros({g.layout.buckets()[bucket].flat.numel}, ctx_.dtypes.comm));
+  if (!buffer.defined()) {
+    buffer = ctx_.meter->track(at::zeros({g.layout.buckets()[bucket].flat.numel}, g.options(ctx_.dtypes.comm)));
+  }
   return buffer;
 }
 
@@ -95,7 +97,7 @@ PendingReduce Stage2::reduce_bucket(GroupState& g, std::size_t bucket) {
   r.keep_alive = std::move(g.staging[bucket]);
   g.staging[bucket] = at::Tensor();
   const comm::ReduceOp op = prepare_average(r.keep_alive);
-  r.result = at::empty({b.chunk.numel}, ctx_.dtypes.comm);
+  r.result = at::empty({b.chunk.numel}, g.options(ctx_.dtypes.comm));
   r.write_back = g.grad_shard.narrow(0, b.shard_offset, b.chunk.numel);
   r.accumulate = true;   // over the micro-steps of an accumulation
   r.work = ctx_.comm.reduce_scatter(r.keep_alive, r.result, op);

@@ -15,7 +15,7 @@ void Stage::arrange(GroupState& g, int64_t bucket_numel) {
 
 void Stage::place(GroupState& g) {
   // The parameters move into one flat buffer; the model keeps views of it.
-  g.flat = at::empty({g.layout.numel()}, ctx_.dtypes.model);
+  g.flat = at::empty({g.layout.numel()}, g.options(ctx_.dtypes.model));
   {
     c10::NoGradGuard no_grad;
     for (size_t i = 0; i < g.params.size(); ++i) {
@@ -39,8 +39,8 @@ void Stage::allocate(GroupState& g) {
                                     {d.half(), d.accum == at::kFloat, d.accum == d.comm});
   g.arrived.assign(g.params.size(), false);
   g.staging.resize(g.layout.buckets().size());
-  if (plan.grad_full_numel > 0) g.grad_full = at::zeros({plan.grad_full_numel}, d.accum);
-  if (plan.grad_shard_numel > 0) g.grad_shard = at::zeros({plan.grad_shard_numel}, d.accum);
+  if (plan.grad_full_numel > 0) g.grad_full = at::zeros({plan.grad_full_numel}, g.options(d.accum));
+  if (plan.grad_shard_numel > 0) g.grad_shard = at::zeros({plan.grad_shard_numel}, g.options(d.accum));
   if (plan.master_numel > 0 && !ctx_.master_offloaded) {
     init_master(g);
     ZT_INTERNAL_ASSERT(g.master.numel() == plan.master_numel, "master weights differ from the plan");

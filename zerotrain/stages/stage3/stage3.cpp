@@ -105,14 +105,14 @@ void Stage3::place(GroupState& g) {
     for (const auto& b : g.layout.buckets()) chunks.push_back(b.chunk.numel);
     swap_->add_group(g.index, chunks, ctx_.dtypes.model);
   } else {
-    store.param_shard = at::empty({g.layout.shard_numel()}, ctx_.dtypes.model);
+    store.param_shard = at::empty({g.layout.shard_numel()}, g.options(ctx_.dtypes.model));
   }
   // One bucket at a time: its full parameters, then this rank's chunk of them, and (unless
   // it is the resident unit's) the full memory freed before the next bucket, so that a
   // model built under ZeroInit is never whole here either.
   for (size_t k = 0; k < g.layout.buckets().size(); ++k) {
     const auto& b = g.layout.buckets()[k];
-    at::Tensor full = at::empty({b.flat.numel}, ctx_.dtypes.model);
+    at::Tensor full = at::empty({b.flat.numel}, g.options(ctx_.dtypes.model));
     bool all_from_rank0 = true;
     for (size_t i : b.params) {
       const auto r = g.layout.param(i);
@@ -176,7 +176,7 @@ void Stage3::init_master(GroupState& g) {
     return;
   }
   // The shard is on disk: the master is read back from it, a bucket at a time.
-  g.master = at::empty({g.layout.shard_numel()}, at::kFloat);
+  g.master = at::empty({g.layout.shard_numel()}, g.options(at::kFloat));
   for (size_t k = 0; k < g.layout.buckets().size(); ++k) {
     const auto& b = g.layout.buckets()[k];
     g.master.narrow(0, b.shard_offset, b.chunk.numel).copy_(swap_->finish_read(swap_->start_read(g.index, k)));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/DeviceGuard.h>
 
 namespace zerotrain::stages::stage3 {
 
@@ -18,6 +19,10 @@ inline void free_storage(const at::Tensor& t) {
 
 // Allocates t.numel() elements (uninitialised) under t, which starts at offset 0.
 inline void allocate_storage(const at::Tensor& t) {
+  // A GPU's caching allocator allocates on the current device, which need not be the
+  // tensor's (a model on cuda:1 while cuda:0 is current): make it the tensor's.
+  c10::OptionalDeviceGuard guard;
+  if (!t.device().is_cpu()) guard.reset_device(t.device());
   c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
   const size_t nbytes = static_cast<size_t>(t.numel()) * t.element_size();
   s->set_data_ptr_noswap(s->allocator()->allocate(nbytes));

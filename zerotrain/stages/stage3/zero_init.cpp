@@ -18,6 +18,7 @@ namespace zerotrain {
 struct ZeroInit::State {
   comm::Communicator comm;
   at::ScalarType dtype;
+  std::optional<c10::Device> device;
   // Parameters already cut: an inner unit's, or one a unit shares with an earlier one.
   std::unordered_set<const c10::TensorImpl*> cut;
 };
@@ -48,8 +49,9 @@ std::vector<ShardedModule*> presharded_units(torch::nn::Module& model) {
 
 }  // namespace
 
-ZeroInit::ZeroInit(const Config& config, std::optional<comm::Communicator> comm)
-    : state_(std::make_unique<State>(State{join(config, std::move(comm)), precision::dtypes_from_config(config).model, {}})),
+ZeroInit::ZeroInit(const Config& config, std::optional<comm::Communicator> comm, std::optional<c10::Device> device)
+    : state_(std::make_unique<State>(
+          State{join(config, std::move(comm)), precision::dtypes_from_config(config).model, device, {}})),
       previous_(active) {
   active = state_.get();
 }
@@ -69,6 +71,7 @@ std::shared_ptr<PreSharded> preshard_if_active(torch::nn::Module& unit) {
     if (!s->cut.insert(p.unsafeGetTensorImpl()).second) continue;
     at::Tensor full = p.detach();
     if (full.scalar_type() != s->dtype) full = full.to(s->dtype);
+    if (s->device && full.device() != *s->device) full = full.to(*s->device);
     // Its own memory, all of it: a parameter that is a view of a larger buffer gets a copy,
     // so freeing it frees nothing else.
     if (full.storage_offset() != 0 || !full.is_contiguous() || full.storage().nbytes() != full.nbytes()) {

@@ -15,6 +15,8 @@
 // whole first. Until initialize, the units cannot run. docs/stage3.md.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <memory>
 #include <optional>
 
@@ -27,8 +29,12 @@ class ZeroInit {
  public:
   // `config` must ask for ZeRO stage 3 (it gives the training dtype too). `comm`: the ranks
   // to cut for; unset, it joins the job as initialize would (the config's "comm" block and
-  // the launcher's environment), and initialize then uses the same communicator.
-  explicit ZeroInit(const Config& config, std::optional<comm::Communicator> comm = std::nullopt);
+  // the launcher's environment), and initialize then uses the same communicator. `device`:
+  // where the kept 1/N goes (DeepSpeed's zero.Init puts it on the rank's accelerator); unset,
+  // it stays where the unit built it. A unit built on the CPU and cut onto a GPU is never
+  // whole on the GPU.
+  explicit ZeroInit(const Config& config, std::optional<comm::Communicator> comm = std::nullopt,
+                    std::optional<c10::Device> device = std::nullopt);
   ~ZeroInit();
   ZeroInit(const ZeroInit&) = delete;
   ZeroInit& operator=(const ZeroInit&) = delete;
