@@ -8,6 +8,7 @@
 #include "zerotrain/core/error.h"
 #include "zerotrain/estimate/offload_bytes.h"
 #include "zerotrain/io/from_config.h"
+#include "zerotrain/offload/device_staging.h"
 #include "zerotrain/offload/fused_step.h"
 #include "zerotrain/optim/flat_optimizer.h"
 #include "zerotrain/stages/group.h"
@@ -43,6 +44,7 @@ OptimizerOffload::OptimizerOffload(const OptimizerOffloadOptions& options, std::
   for (const auto& g : groups) largest = std::max(largest, g.layout.shard_numel());
   sub_group_numel_ = estimate::sub_group_numel(options.sub_group_size, largest);
   store_ = make_store(options, sub_group_numel_);
+  staging_ = std::make_unique<DeviceStaging>();
   for (auto& g : groups) {
     ZT_INTERNAL_ASSERT(!g.master.defined(), "the stage made a master that optimizer offload keeps itself");
     store_->add_group(g.index, g.layout.shard_numel(), [&](int64_t offset, int64_t numel, float* out) {
@@ -53,6 +55,8 @@ OptimizerOffload::OptimizerOffload(const OptimizerOffloadOptions& options, std::
 }
 
 OptimizerOffload::~OptimizerOffload() = default;
+
+int64_t OptimizerOffload::host_nbytes() const { return store_->host_nbytes() + staging_->host_nbytes(); }
 
 std::string OptimizerOffload::describe() const {
   return ::zerotrain::detail::str("optimizer states offloaded to ", store_->describe(), ", sub-groups of ",
@@ -84,12 +88,15 @@ void OptimizerOffload::step(std::vector<stages::GroupState>& groups, optim::Flat
     for (const auto& piece : p) on_disk_pieces.back().push_back(!piece.weights.defined());
   }
   const float divisor = static_cast<float>(grad_divisor);
+  // A GPU stage's gradient shards come down to pinned host memory, all groups at once.
+  for (auto& g : groups) staging_->start_gradients(g.index, stage.step_gradients(g));
+  staging_->wait_gradients();
   store_->begin_pass(order);
   for (std::size_t k = 0; k < order.size(); ++k) {
     const SubGroup& sg = order[k];
     stages::GroupState& g = groups[sg.group];
     const SubGroupArrays arrays = store_->acquire(k);
-    const at::Tensor& grads = stage.step_gradients(g);
+    const at::Tensor& grads = staging_->host_gradients(g.index);
     // The sub-group meets the stage's pieces of the shard (stage 1-2: one per bucket); the
     // weights of each overlap go to that piece. A piece whose weights live on disk is
     // filled in a tensor of its own and handed to the stage once its last element is in.
@@ -100,6 +107,7 @@ void OptimizerOffload::step(std::vector<stages::GroupState>& groups, optim::Flat
       if (begin >= end) continue;
       const bool on_disk = on_disk_pieces[sg.group][pi];
       if (on_disk && !piece.weights.defined()) piece.weights = at::empty({piece.numel}, piece.dtype);
+      const at::Tensor out = staging_->host_weights(sg.group, pi, piece.weights);
       const int64_t local = begin - sg.offset;
       FusedStepArrays a;
       a.master = arrays.master + local;
@@ -107,10 +115,11 @@ void OptimizerOffload::step(std::vector<stages::GroupState>& groups, optim::Flat
       a.exp_avg_sq = arrays.exp_avg_sq + local;
       a.grads = static_cast<const char*>(grads.data_ptr()) + begin * grads.element_size();
       a.grad_dtype = grads.scalar_type();
-      a.weights_out = static_cast<char*>(piece.weights.data_ptr()) + (begin - piece.shard_offset) * piece.weights.element_size();
-      a.weights_dtype = piece.weights.scalar_type();
+      a.weights_out = static_cast<char*>(out.data_ptr()) + (begin - piece.shard_offset) * out.element_size();
+      a.weights_dtype = out.scalar_type();
       a.numel = end - begin;
       fused_adam_step(coefficients[sg.group], a, divisor);
+      if (end == piece.shard_offset + piece.numel) staging_->finish_weights(sg.group, pi, piece.weights);
       if (on_disk && end == piece.shard_offset + piece.numel) {
         stage.store_weight_piece(g, pi, piece.weights);
         piece.weights = at::Tensor();

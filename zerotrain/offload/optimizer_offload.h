@@ -22,6 +22,8 @@ class Stage;
 
 namespace zerotrain::offload {
 
+class DeviceStaging;
+
 struct OptimizerOffloadOptions {
   config::OffloadOptimizerConfig block;
   config::AioConfig aio;
@@ -49,7 +51,7 @@ class OptimizerOffload {
   void bring_in(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer);
   void send_out(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer);
 
-  int64_t host_nbytes() const { return store_->host_nbytes(); }
+  int64_t host_nbytes() const;
   int64_t disk_nbytes() const { return store_->disk_nbytes(); }
   std::string describe() const;
 
@@ -59,6 +61,7 @@ class OptimizerOffload {
   OptimizerOffloadOptions options_;
   int64_t sub_group_numel_ = 0;
   std::unique_ptr<StateStore> store_;
+  std::unique_ptr<DeviceStaging> staging_;   // a GPU stage's gradients and weights, through pinned memory
   bool in_memory_ = false;
 };
 
