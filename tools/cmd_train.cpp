@@ -114,6 +114,11 @@ Command add_train_command(CLI::App& app) {
                   "Continue from a checkpoint-<step> folder (any world size, stage, dtype), or `true`: the newest "
                   "complete one in --output_dir");
   cmd->add_option("--seed", a.seed)->capture_default_str();
+  auto* device = cmd->add_option("--device", a.device,
+                                 "auto (a GPU when one is visible), cpu, cuda (the GPU LOCAL_RANK names) or cuda:N (all "
+                                 "ranks of the node on GPU N: gloo only)")
+                     ->capture_default_str();
+  cmd->add_flag_callback("--use_cpu", [&a] { a.device = "cpu"; }, "HF's spelling of --device cpu")->excludes(device);
   auto* fp16 = cmd->add_flag("--fp16", a.fp16, "Train in fp16 with loss scaling (fills \"fp16\": {\"enabled\": \"auto\"})");
   auto* bf16 = cmd->add_flag("--bf16", a.bf16, "Train in bf16 (fills \"bf16\": {\"enabled\": \"auto\"})")->excludes(fp16);
   cmd->add_flag("--bf16_if_native", o->bf16_if_native,

@@ -162,6 +162,22 @@ expect example_zero2_trains 0 "step 1000/1000" -- "${zero2[@]}" --adam_beta2 0.9
 # No optimizer or scheduler block: AdamW and the linear schedule from the flags.
 expect blocks_created 0 "optimizer.type" "\"AdamW\"" "[auto]" "scheduler.type" "WarmupDecayLR" -- "$zt" train --model mlp \
   --deepspeed "$root/examples/ds_config_fashion_zero2.json" --max_steps 2
+# --device (docs/gpu.md): its spellings, HF's --use_cpu, and a GPU asked for where none is.
+fashion=("$zt" train --model mlp --deepspeed "$root/examples/ds_config_fashion_zero2.json" --max_steps 1 --logging_steps 1)
+expect device_typo 2 "--device bogus: not a device; use auto" -- "${fashion[@]}" --device bogus
+expect device_use_cpu 0 "device: cpu (--device cpu)" "step 1/1" -- "${fashion[@]}" --use_cpu
+expect device_both 2 "excludes" -- "${fashion[@]}" --use_cpu --device cpu
+if ! "$zt" report --json | grep -q '"capability"'; then
+  expect device_cuda_absent 2 "--device cuda: no GPU is visible to this process" "use --device cpu" -- \
+    "${fashion[@]}" --device cuda
+  expect device_auto_cpu 0 "device: cpu (no GPU visible)" -- "${fashion[@]}"
+  expect report_gpus 0 "GPUs" "CUDA runtime loaded" "GPU paths tested here ................. no" -- "$zt" report
+  # LibTorch's CUDA half loads after LibTorch itself (as on a GPU machine) and registers:
+  # training on the CPU is unchanged.
+  expect cuda_half_not_loaded 0 '"cuda_half_loaded": false' -- "$zt" report --json
+  expect cuda_half_forced 0 '"cuda_half_loaded": true' -- env ZEROTRAIN_CUDA_LOAD=1 "$zt" report --json
+  expect cuda_half_forced_trains 0 "step 1/1" -- env ZEROTRAIN_CUDA_LOAD=1 "${fashion[@]}"
+fi
 cat >"$tmp/timers.json" <<'JSON'
 {"train_micro_batch_size_per_gpu": "auto", "wall_clock_breakdown": true, "steps_per_print": 2}
 JSON

@@ -33,13 +33,13 @@ Metrics Trainer::Impl::evaluate() {
     for (int64_t b = 0; b < batches; ++b) {
       auto batch = loader.next();
       if (batch) {
-        const auto sums = model->eval_sums(batch->inputs, batch->targets);
+        const auto sums = model->eval_sums(batch->inputs.to(device), batch->targets.to(device));
         loss_sum += sums.loss_sum;
         count += static_cast<double>(sums.count);
         correct += static_cast<double>(sums.correct);
       } else {
         const auto filler = data.eval->get({0});
-        model->eval_sums(filler.inputs, filler.targets);
+        model->eval_sums(filler.inputs.to(device), filler.targets.to(device));
       }
     }
   }

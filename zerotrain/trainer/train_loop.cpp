@@ -10,6 +10,7 @@
 #include "zerotrain/core/error.h"
 #include "zerotrain/data/loader.h"
 #include "zerotrain/data/sampler.h"
+#include "zerotrain/trainer/device.h"
 #include "zerotrain/trainer/trainer_impl.h"
 
 namespace zerotrain {
@@ -29,6 +30,17 @@ struct StepTimers {
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// The GPU caching allocator's bytes per rank (allocated and reserved, now and at their peak),
+// beside the CPU's peak RSS; nothing on a CPU run. Every rank takes part in the gathers.
+void add_device_memory(nlohmann::ordered_json& line, comm::Communicator& comm, c10::Device device) {
+  const auto memory = trainer::device_memory(device);
+  if (!memory) return;
+  line["gpu_allocated_bytes"] = trainer::per_rank(comm, memory->allocated_bytes);
+  line["gpu_reserved_bytes"] = trainer::per_rank(comm, memory->reserved_bytes);
+  line["gpu_peak_allocated_bytes"] = trainer::per_rank(comm, memory->peak_allocated_bytes);
+  line["gpu_peak_reserved_bytes"] = trainer::per_rank(comm, memory->peak_reserved_bytes);
 }
 
 }  // namespace
@@ -92,6 +104,7 @@ TrainOutput Trainer::Impl::train() {
                                 {"model_state_bytes", state_bytes},
                                 {"peak_rss_bytes", rss},
                                 {"baseline_rss_bytes", baselines}};
+    add_device_memory(line, *comm, device);
     log->train_log(state.global_step, line, logged);
     state.log_history.emplace_back(state.global_step, logged);
     each_callback([&](TrainerCallback& cb) { cb.on_log(args, state, control, logged); });
@@ -127,13 +140,15 @@ TrainOutput Trainer::Impl::train() {
                              .num_workers = static_cast<int>(args.dataloader_num_workers),
                              .first_batch = skip_steps * accumulation});
     for (int64_t step_in_epoch = skip_steps; step_in_epoch < steps_per_epoch; ++step_in_epoch) {
-      double loss_sum = 0;
+      // The micro-batches' losses add up where they are computed: one read-back per step,
+      // not one per micro-batch (on a GPU each read waits for the queued work).
+      at::Tensor loss_sum_t;
       for (int64_t k = 0; k < accumulation; ++k) {
         auto batch = loader.next();
         ZT_CHECK(batch.has_value(), InternalError, "the loader ran out of batches at step ", step_in_epoch,
                  " of an epoch of ", steps_per_epoch);
         const auto t0 = Clock::now();
-        auto loss = model->loss(batch->inputs, batch->targets);
+        auto loss = model->loss(batch->inputs.to(device), batch->targets.to(device));
         const auto t1 = Clock::now();
         engine->backward(loss);
         const auto t2 = Clock::now();
@@ -143,8 +158,10 @@ TrainOutput Trainer::Impl::train() {
         timers.backward_ms += ms_between(t1, t2);
         timers.step_ms += ms_between(t2, t3);
         ++timers.micro_steps;
-        loss_sum += loss.item<double>();
+        const at::Tensor detached = loss.detach().to(at::kDouble);
+        loss_sum_t = loss_sum_t.defined() ? loss_sum_t + detached : detached;
       }
+      const double loss_sum = loss_sum_t.item<double>();
       state.global_step = engine->global_steps();
       state.epoch = static_cast<double>(epoch) +
                     static_cast<double>(step_in_epoch + 1) / static_cast<double>(steps_per_epoch);
@@ -206,6 +223,7 @@ TrainOutput Trainer::Impl::train() {
                              {"elapsed_s", runtime_s},
                              {"samples_per_s", static_cast<double>(trained_samples) / std::max(runtime_s, 1e-9)},
                              {"peak_rss_bytes", rss}};
+  add_device_memory(end, *comm, device);
   for (const auto& [key, value] : out.metrics) end[key] = value;
   if (resume_from) end["resumed_from"] = resume_from->string();
   log->event(end);

@@ -13,6 +13,8 @@
 
 #include "zerotrain/activation/checkpoint.h"
 #include "zerotrain/checkpoint/locate.h"
+#include "zerotrain/comm/rendezvous.h"
+#include "zerotrain/comm/report.h"
 #include "zerotrain/config/resolve.h"
 #include "zerotrain/config/trainer_blocks.h"
 #include "zerotrain/core/cpu_features.h"
@@ -21,6 +23,7 @@
 #include "zerotrain/data/sampler.h"
 #include "zerotrain/stages/traits.h"
 #include "zerotrain/trainer/checkpoint_folders.h"
+#include "zerotrain/trainer/device.h"
 #include "zerotrain/trainer/memory_check.h"
 #include "zerotrain/trainer/trainer_impl.h"
 
@@ -115,7 +118,22 @@ Trainer::Trainer(TrainingArguments args, ModelSpec spec, TrainerData data, Train
   // The checkpoint to resume from, found before anything is built: a wrong path costs nothing.
   s.resume_from = trainer::checkpoint_folders::resolve_resume(args.resume_from_checkpoint, args.output_dir);
   s.config = Config::from_file(args.deepspeed);
-  s.comm = options.comm ? *options.comm : comm::Communicator::init(comm::options_from_config(s.config));
+  // The device first: a job on GPUs talks over NCCL unless the config or the environment
+  // names a backend (DeepSpeed's default too); ranks sharing one GPU (--device cuda:N) cannot.
+  const auto where = comm::rendezvous_from_env();
+  auto comm_options = comm::options_from_config(s.config);
+  const auto device = trainer::choose_device({.flag = args.device,
+                                              .local_rank = where.local_rank,
+                                              .local_world_size = where.local_world_size,
+                                              .nccl = comm_options.backend == comm::BackendKind::kNccl});
+  const bool shares_gpu = args.device.rfind("cuda:", 0) == 0 && where.local_world_size > 1;
+  if (device.device.is_cuda() && comm_options.backend == comm::BackendKind::kAuto && where.world_size > 1 &&
+      !shares_gpu && !comm::nccl_version().empty()) {
+    comm_options.backend = comm::BackendKind::kNccl;
+  }
+  s.device = device.device;
+  trainer::make_current(s.device);
+  s.comm = options.comm ? *options.comm : comm::Communicator::init(where, comm_options);
   const std::string precision = options.bf16_if_native ? choose_precision(args, s.config) : "";
   config::add_trainer_blocks(s.config, args.lr_scheduler_type);
 
@@ -138,7 +156,7 @@ Trainer::Trainer(TrainingArguments args, ModelSpec spec, TrainerData data, Train
     std::optional<ZeroInit> zero_init;
     std::unique_lock<std::mutex> seeding(seed_and_build_mutex(), std::defer_lock);
     if (stages::traits_of(static_cast<int>(s.config.zero_optimization.stage)).shards_parameters) {
-      zero_init.emplace(s.config, *s.comm);
+      zero_init.emplace(s.config, *s.comm, s.device);
     } else {
       // Ranks that are threads of one process (the in-process backend) share LibTorch's
       // generator: one rank seeding it while another draws its initial weights would change
@@ -150,6 +168,9 @@ Trainer::Trainer(TrainingArguments args, ModelSpec spec, TrainerData data, Train
     s.model = spec.build();
   }
   ZT_CHECK(s.model != nullptr, UsageError, "Trainer: the ModelSpec's build returned no model");
+  // Built on the CPU (the seeded draws are the CPU generator's, so a GPU run starts from the
+  // same weights as a CPU run), then moved; under ZeroInit the kept shards are already there.
+  if (!s.device.is_cpu()) s.model->module()->to(s.device);
   if (!spec.hidden_size && s.model->hidden_size() > 0) {
     // The bucket sizes' "auto" from the built model, as HF reads model.config.hidden_size.
     config::resolve_auto(s.config, to_trainer_args(args, s.world_size(), s.model->hidden_size(), s.state.max_steps));
@@ -182,6 +203,7 @@ Trainer::Trainer(TrainingArguments args, ModelSpec spec, TrainerData data, Train
     s.log->say("data: " + data.train->info().description +
                (data.eval ? "; evaluation: " + data.eval->info().description : ""));
     if (!precision.empty()) s.log->say(precision);
+    s.log->say("device: " + device.reason);
   }
   s.args = std::move(args);
   s.options = std::move(options);

@@ -22,6 +22,7 @@ struct Trainer::Impl {
   Config config;
   std::unique_ptr<models::Model> model;
   std::unique_ptr<Engine> engine;
+  c10::Device device{c10::kCPU};   // --device, resolved: the model, its batches and the engine's buffers
   std::vector<std::shared_ptr<TrainerCallback>> callbacks;
   TrainerState state;
   TrainerControl control;

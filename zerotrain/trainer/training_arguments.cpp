@@ -4,6 +4,7 @@
 
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/strings.h"
+#include "zerotrain/trainer/device.h"
 
 namespace zerotrain {
 
@@ -47,6 +48,11 @@ void check(const TrainingArguments& a) {
   need(a.early_stopping_patience == 0 || a.eval_strategy != IntervalStrategy::kNo,
        "--early_stopping_patience needs evaluations: give --eval_strategy steps or epoch");
   need(!(a.bf16 && a.fp16), "--bf16 and --fp16: give one of them");
+  try {
+    trainer::check_device_flag(a.device);
+  } catch (const UsageError& e) {
+    problems.push_back(e.message());
+  }
   for (const auto& r : a.report_to) {
     need(r == "tensorboard" || r == "csv" || r == "jsonl" || r == "none" || r == "all",
          detail::str("--report_to ", r, ": give tensorboard, csv, jsonl, all (= tensorboard) or none; several may be ",

@@ -41,6 +41,9 @@ struct TrainingArguments {
   int64_t save_steps = 500;
   int64_t save_total_limit = 0;           // 0: keep every checkpoint (HF's None)
   int64_t seed = 42;
+  // auto (a GPU when one is visible, else the CPU), cpu, cuda (the GPU LOCAL_RANK names) or
+  // cuda:N (every rank of the node on GPU N). HF's --use_cpu is --device cpu.
+  std::string device = "auto";
   bool bf16 = false;
   bool fp16 = false;
   bool gradient_checkpointing = false;
