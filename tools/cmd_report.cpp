@@ -12,6 +12,7 @@
 
 #include "tools/commands.h"
 #include "zerotrain/core/cpu_features.h"
+#include "tools/gpu_info.h"
 #include "tools/torch_info.h"
 #include "zerotrain/comm/report.h"
 #include "zerotrain/core/env.h"
@@ -63,6 +64,13 @@ const std::vector<Feature> kFeatures = {
     {"activation checkpointing", "yes"},
 };
 
+std::string gib(int64_t bytes) {
+  std::ostringstream out;
+  out.precision(1);
+  out << std::fixed << static_cast<double>(bytes) / (1024.0 * 1024 * 1024) << " GiB";
+  return out.str();
+}
+
 void print_row(const std::string& key, const std::string& value) {
   std::string dots(key.size() < 38 ? 38 - key.size() : 1, '.');
   std::cout << "  " << key << " " << dots << " " << value << "\n";
@@ -88,6 +96,8 @@ Command add_report_command(CLI::App& app) {
             // What `zerotrain train --bf16_if_native` (the main job) trains in, and why.
             const auto bf16 = cpu::bf16_support();
             const std::string bf16_choice = std::string(bf16.native ? "bf16" : "fp32") + ": " + bf16.reason;
+            const GpuInfo gpu = gpu_info();
+            const GpuProbe probe = gpu_probe();
 
             if (*json) {
               nlohmann::ordered_json out;
@@ -101,6 +111,14 @@ Command add_report_command(CLI::App& app) {
                             {"hardware_threads", std::thread::hardware_concurrency()},
                             {"simd", have}, {"simd_missing", missing},
                             {"bf16_native", bf16.native}, {"bf16_choice", bf16_choice}};
+              nlohmann::ordered_json devices = nlohmann::ordered_json::array();
+              for (const auto& d : gpu.devices) {
+                devices.push_back({{"index", d.index}, {"name", d.name}, {"memory_bytes", d.memory_bytes},
+                                   {"capability", d.capability}});
+              }
+              out["gpu"] = {{"cuda_half_loaded", gpu.cuda_half_loaded}, {"cuda_runtime", gpu.runtime_version}, {"cuda_driver", gpu.driver_version},
+                            {"nccl", gpu.nccl_version}, {"devices", devices}, {"none_reason", gpu.none_reason},
+                            {"tested_here", probe.tested}, {"probe_passed", probe.passed}, {"probe", probe.lines}};
               for (const auto& f : kFeatures) out["features"][f.name] = f.status;
               for (const auto& b : comm::backend_reports()) {
                 out["comm_backends"][b.name] = {{"status", b.status}, {"composed", b.composed}};
@@ -127,7 +145,21 @@ Command add_report_command(CLI::App& app) {
             print_row("threads", std::to_string(torch.num_threads) +
                                       (omp ? " (OMP_NUM_THREADS=" + *omp + ")" : " (OMP_NUM_THREADS unset)"));
             print_row("gloo in LibTorch", torch.gloo ? "yes" : "no");
-            print_row("CUDA build", torch.cuda ? "yes (untested here: no GPU)" : "no");
+            print_row("CUDA build", torch.cuda ? "yes" : "no");
+            std::cout << "GPUs\n";
+            print_row("LibTorch CUDA half", !gpu.cuda_built ? "not built"
+                                            : gpu.cuda_half_loaded ? "loaded"
+                                                                   : "not loaded (no NVIDIA driver; ZEROTRAIN_CUDA_LOAD=1 forces it)");
+            print_row("CUDA runtime loaded", gpu.runtime_version.empty() ? "none" : gpu.runtime_version);
+            print_row("CUDA driver", gpu.driver_version.empty() ? "none" : gpu.driver_version);
+            print_row("NCCL loaded", gpu.nccl_version.empty() ? "none (nccl backend not built)" : gpu.nccl_version);
+            if (gpu.devices.empty()) print_row("devices", "none: " + gpu.none_reason);
+            for (const auto& d : gpu.devices) {
+              print_row("cuda:" + std::to_string(d.index), d.name + " (" + gib(d.memory_bytes) + ", compute " +
+                                                            d.capability + ")");
+            }
+            print_row("GPU paths tested here", probe.tested ? (probe.passed ? "yes, passed" : "yes, FAILED") : "no");
+            for (const auto& line : probe.lines) std::cout << "      " << line << "\n";
             std::cout << "CPU\n";
             print_row("model", cpu::model_name());
             print_row("hardware threads", std::to_string(std::thread::hardware_concurrency()));
