@@ -56,7 +56,7 @@ def make_gpt(cfg):
             q, k, v = self.qkv(self.ln1(x)).split(c, 2)
             q, k, v = (z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in (q, k, v))
             att = q @ k.transpose(-2, -1) / math.sqrt(c // self.h)
-            mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)  # on the model's device (GPU runs)
             att = torch.softmax(att.masked_fill(mask, float("-inf")), -1)
             y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
             x = x + self.proj(y)
@@ -76,7 +76,7 @@ def make_gpt(cfg):
                 self.wpe.weight.normal_(0.0, 0.02)
 
         def forward(self, tokens):
-            x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1]))
+            x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1], device=tokens.device))
             for blk in self.blocks:
                 x = blk(x)
             return self.head(self.ln_f(x))
