@@ -44,7 +44,8 @@ DeviceChoice choose_device(const DeviceRequest& r) {
     ZT_CHECK(!r.nccl || r.local_world_size == 1, UsageError, "--device ", r.flag, " puts all ", r.local_world_size,
              " ranks of this node on one GPU, which NCCL refuses; use --device cuda (one GPU per rank) or the "
              "gloo backend to share a GPU");
-    return {c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(*index)), r.flag + " (--device)"};
+    return {c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(*index)), r.flag + " (--device)",
+            r.local_world_size > 1};
   }
   // "cuda" or "auto" with GPUs: the GPU LOCAL_RANK names.
   ZT_CHECK(r.local_rank < count, UsageError, "LOCAL_RANK ", r.local_rank, " has no GPU: this machine shows ",

@@ -23,6 +23,7 @@ struct DeviceRequest {
 struct DeviceChoice {
   c10::Device device{c10::kCPU};
   std::string reason;          // for the start-up log: "cuda:1 (LOCAL_RANK 1 of 2 GPUs)"
+  bool shares_gpu = false;     // cuda:N with several ranks on the node: NCCL cannot serve them
 };
 
 // Resolves the request against the GPUs this process sees. Throws UsageError when --device

@@ -126,9 +126,8 @@ Trainer::Trainer(TrainingArguments args, ModelSpec spec, TrainerData data, Train
                                               .local_rank = where.local_rank,
                                               .local_world_size = where.local_world_size,
                                               .nccl = comm_options.backend == comm::BackendKind::kNccl});
-  const bool shares_gpu = args.device.rfind("cuda:", 0) == 0 && where.local_world_size > 1;
   if (device.device.is_cuda() && comm_options.backend == comm::BackendKind::kAuto && where.world_size > 1 &&
-      !shares_gpu && !comm::nccl_version().empty()) {
+      !device.shares_gpu && !comm::nccl_version().empty()) {
     comm_options.backend = comm::BackendKind::kNccl;
   }
   s.device = device.device;
