@@ -1,7 +1,8 @@
 // The parity oracle across real processes: under `zerotrain launch`, every rank trains the
 // parity model with ZeRO stages 0, 1, 2 (accumulation 2, one bucket per tensor) and 3 (each
-// Linear a unit) over the launched backend, computes plain single-process training itself,
-// and compares. Exits 0 when every stage matched on every rank.
+// Linear a unit) over the launched backend, with AdamW and with plain SGD, computes plain
+// single-process training itself, and compares the final parameters and every step's global
+// gradient norm. Exits 0 when every stage matched on every rank.
 //
 //   engine_check [fp32|bf16|fp16]
 // In fp16 it also makes the last rank's gradient inf at one step and checks that every
@@ -10,7 +11,7 @@
 #include <limits>
 #include <string>
 
-#include "tests/support/parity_model.h"
+#include "tests/support/parity_train.h"
 #include "tests/support/stage3_models.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/engine/engine.h"
@@ -90,25 +91,35 @@ int main(int argc, char** argv) {
     auto comm = zerotrain::comm::Communicator::init();
     const ParityData data = make_parity_data();
     int failures = 0;
-    for (int stage : {0, 1, 2, 3}) {
-      const ParityCase c{stage, comm.world_size(), 2, 0.0, true, false, dtype};
-      double diff = 0;
-      if (stage < 3) {
-        ParityNet net = make_parity_net(false);
-        auto engine = zerotrain::initialize(net.ptr(), parity_config(c), {.comm = comm});
-        for (int s = 0; s < kSteps; ++s) train_step(engine, net, data, c, comm.rank(), s);
-        diff = max_difference(parameters_of(net), parity_reference(c, data));
-      } else {
-        ShardedParityNet net = make_sharded_parity_net(false);
-        auto engine = zerotrain::initialize(net.ptr(), parity_config(c), {.comm = comm});
-        for (int s = 0; s < kSteps; ++s) train_step(engine, net, data, c, comm.rank(), s);
-        zerotrain::GatheredParameters full(engine);
-        diff = max_difference(parameters_of(net), parity_reference(c, data));
-      }
-      if (!(diff <= parity_tolerance(c))) {
-        ++failures;
-        std::cerr << "stage " << stage << " " << dtype << ": parameters differ from single-process training by "
-                  << diff << std::endl;
+    for (const char* optimizer : {"AdamW", "SGD"}) {
+      for (int stage : {0, 1, 2, 3}) {
+        const ParityCase c{stage, comm.world_size(), 2, 0.0, true, false, dtype, optimizer};
+        const ParityRun want = parity_reference_run(c, data);
+        ParityRun got;
+        if (stage < 3) {
+          ParityNet net = make_parity_net(false);
+          auto engine = zerotrain::initialize(net.ptr(), parity_config(c), {.comm = comm});
+          got.grad_norms = train_parity_steps(engine, net, data, c, comm.rank());
+          got.params = parameters_of(net);
+        } else {
+          ShardedParityNet net = make_sharded_parity_net(false);
+          auto engine = zerotrain::initialize(net.ptr(), parity_config(c), {.comm = comm});
+          got.grad_norms = train_parity_steps(engine, net, data, c, comm.rank());
+          zerotrain::GatheredParameters full(engine);
+          got.params = parameters_of(net);
+        }
+        const double diff = max_difference(got.params, want.params);
+        if (!(diff <= parity_tolerance(c))) {
+          ++failures;
+          std::cerr << "stage " << stage << " " << dtype << " " << optimizer
+                    << ": parameters differ from single-process training by " << diff << std::endl;
+        }
+        const std::string norms = grad_norm_mismatch(got.grad_norms, want.grad_norms, grad_norm_tolerance(c));
+        if (!norms.empty()) {
+          ++failures;
+          std::cerr << "stage " << stage << " " << dtype << " " << optimizer << ", rank " << comm.rank() << ": " << norms
+                    << std::endl;
+        }
       }
     }
     if (dtype == "fp16") failures += check_overflow_skips(comm, data);
@@ -116,7 +127,7 @@ int main(int argc, char** argv) {
     comm.all_reduce(all).wait();
     if (comm.rank() == 0) {
       std::cout << "engine_check: " << zerotrain::comm::to_string(comm.backend()) << " world " << comm.world_size()
-                << " " << dtype << ": stages 0, 1, 2, 3 " << (all.item<int64_t>() == 0 ? "match" : "DIFFER")
+                << " " << dtype << ": stages 0, 1, 2, 3, AdamW and SGD " << (all.item<int64_t>() == 0 ? "match" : "DIFFER")
                 << (dtype == "fp16" ? ", an overflow on one rank is skipped by all" : "") << std::endl;
     }
     return all.item<int64_t>() == 0 ? 0 : 1;
