@@ -97,7 +97,19 @@ Command add_report_command(CLI::App& app) {
             const auto bf16 = cpu::bf16_support();
             const std::string bf16_choice = std::string(bf16.native ? "bf16" : "fp32") + ": " + bf16.reason;
             const GpuInfo gpu = gpu_info();
-            const GpuProbe probe = gpu_probe();
+            const GpuProbe probe = gpu_probe(gpu);
+            // A failed probe, or a GPU this machine shows that LibTorch cannot use, makes the
+            // report fail (exit 1) after printing everything, so that scripts that run it as a
+            // check are told.
+            auto finish = [&probe] {
+              if (!probe.failed()) return 0;
+              std::cout.flush();
+              std::cerr << "zerotrain: [gpu] "
+                        << (probe.unusable.empty() ? "the GPU probe FAILED (see \"GPU paths tested here\")"
+                                                   : probe.unusable)
+                        << "\n";
+              return 1;
+            };
 
             if (*json) {
               nlohmann::ordered_json out;
@@ -116,9 +128,12 @@ Command add_report_command(CLI::App& app) {
                 devices.push_back({{"index", d.index}, {"name", d.name}, {"memory_bytes", d.memory_bytes},
                                    {"capability", d.capability}});
               }
-              out["gpu"] = {{"cuda_half_loaded", gpu.cuda_half_loaded}, {"cuda_runtime", gpu.runtime_version}, {"cuda_driver", gpu.driver_version},
+              out["gpu"] = {{"shown", gpu.shown.shown}, {"shown_by", gpu.shown.evidence},
+                            {"cuda_half", gpu.cuda_half}, {"cuda_half_loaded", gpu.cuda_half_loaded},
+                            {"cuda_runtime", gpu.runtime_version}, {"cuda_driver", gpu.driver_version},
                             {"nccl", gpu.nccl_version}, {"devices", devices}, {"none_reason", gpu.none_reason},
-                            {"tested_here", probe.tested}, {"probe_passed", probe.passed}, {"probe", probe.lines}};
+                            {"unusable", probe.unusable}, {"tested_here", probe.tested},
+                            {"probe_passed", probe.passed}, {"probe", probe.lines}};
               for (const auto& f : kFeatures) out["features"][f.name] = f.status;
               for (const auto& b : comm::backend_reports()) {
                 out["comm_backends"][b.name] = {{"status", b.status}, {"composed", b.composed}};
@@ -127,7 +142,7 @@ Command add_report_command(CLI::App& app) {
                 out["io_engines"][io::engine_kind_name(e.kind)] = {{"available", e.available}, {"detail", e.detail}};
               }
               std::cout << out.dump(2) << "\n";
-              return 0;
+              return finish();
             }
             auto join = [](const std::vector<std::string>& v) {
               std::string s;
@@ -147,9 +162,9 @@ Command add_report_command(CLI::App& app) {
             print_row("gloo in LibTorch", torch.gloo ? "yes" : "no");
             print_row("CUDA build", torch.cuda ? "yes" : "no");
             std::cout << "GPUs\n";
-            print_row("LibTorch CUDA half", !gpu.cuda_built ? "not built"
-                                            : gpu.cuda_half_loaded ? "loaded"
-                                                                   : "not loaded (no NVIDIA driver; ZEROTRAIN_CUDA_LOAD=1 forces it)");
+            print_row("NVIDIA GPU on this machine", gpu.shown.shown ? "yes: " + gpu.shown.evidence
+                                                                    : "no (no /dev/nvidia[0-9]*, nvidia-smi lists none)");
+            print_row("LibTorch CUDA half", gpu.cuda_half);
             print_row("CUDA runtime loaded", gpu.runtime_version.empty() ? "none" : gpu.runtime_version);
             print_row("CUDA driver", gpu.driver_version.empty() ? "none" : gpu.driver_version);
             print_row("NCCL loaded", gpu.nccl_version.empty() ? "none (nccl backend not built)" : gpu.nccl_version);
@@ -158,7 +173,9 @@ Command add_report_command(CLI::App& app) {
               print_row("cuda:" + std::to_string(d.index), d.name + " (" + gib(d.memory_bytes) + ", compute " +
                                                             d.capability + ")");
             }
-            print_row("GPU paths tested here", probe.tested ? (probe.passed ? "yes, passed" : "yes, FAILED") : "no");
+            print_row("GPU paths tested here", probe.tested            ? (probe.passed ? "yes, passed" : "yes, FAILED")
+                                               : probe.unusable.empty() ? "no"
+                                                                        : "no, FAILED: LibTorch cannot use this GPU");
             for (const auto& line : probe.lines) std::cout << "      " << line << "\n";
             std::cout << "CPU\n";
             print_row("model", cpu::model_name());
@@ -179,7 +196,7 @@ Command add_report_command(CLI::App& app) {
             for (const auto& e : io::probe_engines()) {
               print_row(io::engine_kind_name(e.kind), std::string(e.available ? "yes: " : "no: ") + e.detail);
             }
-            return 0;
+            return finish();
           }};
 }
 

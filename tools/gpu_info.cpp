@@ -20,6 +20,8 @@ std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::t
 
 GpuInfo gpu_info() {
   GpuInfo info;
+  info.shown = cuda::sight_nvidia_gpu();
+  info.cuda_half = cuda::describe(cuda::cuda_load());
   info.nccl_version = comm::nccl_version();
 #ifdef ZEROTRAIN_HAVE_CUDA
   info.cuda_built = true;

@@ -1,7 +1,8 @@
 // `zerotrain report`'s GPU probe: the GPU code paths run here and now, checked against the
 // CPU. A matrix product in fp32 and bf16, then a small model trained a few steps at each ZeRO
 // stage on cuda:0 and on the CPU from the same weights and data: the losses must agree within
-// what different hardware gives (fp32 reductions in another order: relative 1e-4).
+// what different hardware gives (fp32 reductions in another order: relative 1e-4). Where
+// the machine shows a GPU that LibTorch cannot use, that is the probe's failure.
 #include <torch/torch.h>
 
 #include <cmath>
@@ -45,10 +46,15 @@ bool close(double a, double b) { return std::abs(a - b) <= kRelTolerance * std::
 
 }  // namespace
 
-GpuProbe gpu_probe() {
+GpuProbe gpu_probe(const GpuInfo& info) {
   GpuProbe probe;
   if (!torch::cuda::is_available()) {
-    probe.lines.push_back("no: no GPU visible here, so the GPU paths were not run");
+    if (info.shown.shown) {
+      probe.unusable = cuda::unusable_gpu_message(info.shown, cuda::cuda_load(), cuda::cuda_runtime_reason());
+      probe.lines.push_back("FAIL: " + probe.unusable);
+    } else {
+      probe.lines.push_back("no: no GPU visible here, so the GPU paths were not run");
+    }
     return probe;
   }
   probe.tested = true;

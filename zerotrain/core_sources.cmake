@@ -1,4 +1,4 @@
-# The sources of libzerotrain_core (core, config: no LibTorch), as absolute paths. One list
+# The sources of libzerotrain_core (core, config, the CUDA sighting: no LibTorch), as absolute paths. One list
 # for the main build (zerotrain/CMakeLists.txt) and the sanitizer build of the config-reader
 # fuzz target (fuzz/CMakeLists.txt), which must not need LibTorch.
 set(ZEROTRAIN_CORE_SOURCES
@@ -10,6 +10,7 @@ set(ZEROTRAIN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/core/host_memory.cpp
   ${CMAKE_CURRENT_LIST_DIR}/core/output_file.cpp
   ${CMAKE_CURRENT_LIST_DIR}/core/cpu_features.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/availability.cpp   # whether a GPU is shown, and what the CUDA loader did (no CUDA needed)
   ${CMAKE_CURRENT_LIST_DIR}/config/json_text.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/diagnostics.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/field.cpp

@@ -1,7 +1,7 @@
 // The engine's device on a GPU: a model split over two devices is refused; everything the
 // engine makes lives on the parameters' GPU; the flat optimizers' CUDA kernels (ATen's fused
 // Adam, Lamb's on-device trust ratios) against the CPU kernels; a checkpoint goes through
-// host memory and back onto the GPU. Skipped where no GPU is visible.
+// host memory and back onto the GPU. Skipped where the machine shows no GPU (gpu_required.h).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

@@ -3,7 +3,7 @@
 // losses and parameters of the same run without offload, at stages 2 and 3, in fp32 and
 // bf16, with accumulation 1 and 2. Not bit for bit as on the CPU (where both sides run the
 // same Adam): without offload a GPU steps with ATen's fused CUDA AdamW, so the bounds are
-// the cross-device ones (device_runs.h). Skipped where no GPU is visible.
+// the cross-device ones (device_runs.h). Skipped where the machine shows no GPU (gpu_required.h).
 #include <gtest/gtest.h>
 
 #include "tests/gpu/device_runs.h"

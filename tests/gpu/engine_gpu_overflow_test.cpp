@@ -3,7 +3,7 @@
 // down, grows back after 6 clean steps (and may overflow again), and two steps are made to
 // overflow on purpose (an inf loss); the CUDA run must skip the same steps and follow the
 // same loss-scale trajectory as the CPU run, exactly, and train to the same losses within
-// the fp16 bounds. Skipped where no GPU is visible.
+// the fp16 bounds. Skipped where the machine shows no GPU (gpu_required.h).
 #include <gtest/gtest.h>
 
 #include "tests/gpu/device_runs.h"

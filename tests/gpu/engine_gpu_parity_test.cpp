@@ -1,6 +1,7 @@
 // The engine on a GPU at world size 1 (the nccl backend): ZeRO stages 0-3, fp32 and bf16,
 // accumulation 1 and 2 train the parity model to the losses and parameters of the same run
-// on the CPU, within the bounds device_runs.h explains. Skipped where no GPU is visible.
+// on the CPU, within the bounds device_runs.h explains. Skipped where the machine shows no GPU
+// (gpu_required.h).
 #include <gtest/gtest.h>
 
 #include "tests/gpu/device_runs.h"

@@ -5,15 +5,38 @@
 # --device cpu: within 1e-4 relative in fp32 and 1% in bf16 (other kernels, the same
 # formulas: tests/gpu/device_runs.h says why not bit for bit). The GPU runs' metrics must
 # carry the CUDA allocator's bytes for each rank (proof that they ran there), the CPU runs'
-# none. Exits 77 (skipped) where no GPU is visible.
+# none. First, the collectives' values at world size 2 with CUDA tensors: comm_check
+# --device cuda:0 over the same gloo (the nccl tests run at world size 1, where a reduction
+# changes no value).
 #
-#   train_ws2_gpu_test.sh ZEROTRAIN
+# Exits 77 (skipped) where the machine shows no NVIDIA GPU, and fails where it shows one that
+# zerotrain cannot use, with the reason `zerotrain report` gives (zerotrain/cuda/availability.h).
+#
+#   train_ws2_gpu_test.sh ZEROTRAIN COMM_CHECK
 set -u
 ZT=$1
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
-  echo "SKIP: no CUDA device visible (nvidia-smi lists no GPU)"
-  exit 77
-fi
+CHECK=${2:?usage: train_ws2_gpu_test.sh ZEROTRAIN COMM_CHECK}
+# The report decides, as the C++ GPU tests do: "shown" is the machine's NVIDIA GPU (device
+# nodes or nvidia-smi), "devices" what LibTorch's CUDA runtime sees, "unusable" why not.
+report=$("$ZT" report --json 2>/dev/null)
+verdict=$(python3 -c '
+import json, sys
+try:
+    g = json.loads(sys.stdin.read())["gpu"]
+except Exception as e:
+    print("fail: `zerotrain report --json` gave no GPU section: %s" % e); sys.exit()
+if g["devices"] and not g["unusable"]:
+    print("run")
+elif not g["shown"]:
+    print("skip: no CUDA device visible, and this machine shows no NVIDIA GPU")
+else:
+    print("fail: " + (g["unusable"] or "the machine shows a GPU (%s) but zerotrain sees none" % g["shown_by"]))
+' <<<"$report")
+case $verdict in
+  run) ;;
+  skip:*) echo "SKIP: ${verdict#skip: }"; exit 77 ;;
+  *) echo "FAIL: ${verdict#fail: }"; exit 1 ;;
+esac
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -37,6 +60,17 @@ train() {  # train NAME DEVICE STAGE ACCUMULATION [FLAGS...]
     --metrics_file "$out/$name.jsonl" "$@" >"$out/$name.log" 2>&1 ||
     { echo "FAIL: $name exited $?"; cat "$out/$name.log"; exit 1; }
 }
+# The collectives' values at world size 2 on the GPU, every dtype and reduction.
+"$ZT" launch --nproc_per_node 2 --backend gloo --timeout_s 300 -- "$CHECK" --large --device cuda:0 \
+  >"$out/comm_check.log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] || ! grep -q "comm_check: gloo world 2 on cuda:0: .* 0 failed" "$out/comm_check.log"; then
+  echo "FAIL: comm_check --device cuda:0 at world size 2 exited $rc"
+  cat "$out/comm_check.log"
+  exit 1
+fi
+echo "ok: $(grep "comm_check:" "$out/comm_check.log")"
+
 names=()
 for stage in 0 1 2 3; do
   for dtype in fp32 bf16; do

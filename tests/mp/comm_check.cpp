@@ -2,7 +2,12 @@
 // each rank computes locally. Run under `zerotrain launch` (or mpirun, or a torchrun-style
 // environment); exits 0 when every check passed, 1 otherwise, naming each failure.
 //
-//   comm_check [--large]    --large adds tensors of 2^20 + 3 elements
+//   comm_check [--large] [--device DEVICE]
+//     --large    adds tensors of 2^20 + 3 elements
+//     --device   where the collectives' tensors live: cpu (default) or cuda:N (every rank on
+//                GPU N: two ranks can share one GPU over gloo, as tests/gpu/train_ws2_gpu_test.sh
+//                runs it). The references are computed on the CPU, and every result must be
+//                on DEVICE.
 #include <ATen/ATen.h>
 
 #include <cstring>
@@ -18,17 +23,35 @@ using zerotrain::detail::str;
 
 namespace {
 
+// c10::Error's text carries a C++ backtrace after its first line.
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 int g_failures = 0;
 int g_checks = 0;
+at::Device g_device = at::kCPU;   // where the collectives' inputs and outputs live (--device)
 
-// Small integers: exact in every dtype, and distinct per rank and index.
+// Small integers: exact in every dtype, and distinct per rank and index. On the CPU: the
+// references are computed from these.
 at::Tensor input_of(int rank, int64_t numel, at::ScalarType dtype) {
   auto i = at::arange(numel, at::kLong);
   return ((i * 7 + rank * 3) % 11 + rank).to(dtype);
 }
 
-void expect(const std::string& what, const at::Tensor& got, const at::Tensor& want) {
+// A collective's operands: input_of on the device, and output buffers there.
+at::Tensor device_input(int rank, int64_t numel, at::ScalarType dtype) { return input_of(rank, numel, dtype).to(g_device); }
+at::Tensor device_empty(int64_t numel, at::ScalarType dtype) {
+  return at::empty({numel}, at::TensorOptions(dtype).device(g_device));
+}
+
+void expect(const std::string& what, const at::Tensor& got_on_device, const at::Tensor& want) {
   ++g_checks;
+  if (got_on_device.device() != g_device) {
+    ++g_failures;
+    std::cerr << "FAIL " << what << ": the result is on " << got_on_device.device() << ", not on " << g_device
+              << std::endl;
+    return;
+  }
+  const at::Tensor got = got_on_device.cpu();
   bool ok = got.sizes() == want.sizes() && got.scalar_type() == want.scalar_type();
   if (ok) {
     if (at::isFloatingType(want.scalar_type())) {
@@ -62,18 +85,18 @@ void check_all(comm::Communicator& c, int64_t numel, at::ScalarType dtype) {
   const std::string tag = str(c10::toString(dtype), "[", numel, "]");
   const auto mine = comm::chunk_range(numel, ws, rank);
   for (auto op : {comm::ReduceOp::kSum, comm::ReduceOp::kAvg, comm::ReduceOp::kMax}) {
-    auto t = input_of(rank, numel, dtype);
+    auto t = device_input(rank, numel, dtype);
     c.all_reduce(t, op).wait();
     expect(str("all_reduce ", comm::to_string(op), " ", tag), t, reference(ws, numel, dtype, op));
 
-    auto out = at::empty({mine.numel}, dtype);
-    c.reduce_scatter(input_of(rank, numel, dtype), out, op).wait();
+    auto out = device_empty(mine.numel, dtype);
+    c.reduce_scatter(device_input(rank, numel, dtype), out, op).wait();
     expect(str("reduce_scatter ", comm::to_string(op), " ", tag), out,
            reference(ws, numel, dtype, op).narrow(0, mine.offset, mine.numel));
   }
   {
-    auto full = at::empty({numel}, dtype);
-    c.all_gather(input_of(rank, numel, dtype).narrow(0, mine.offset, mine.numel), full).wait();
+    auto full = device_empty(numel, dtype);
+    c.all_gather(device_input(rank, numel, dtype).narrow(0, mine.offset, mine.numel), full).wait();
     auto want = at::empty({numel}, dtype);
     for (int r = 0; r < ws; ++r) {
       auto ch = comm::chunk_range(numel, ws, r);
@@ -84,7 +107,7 @@ void check_all(comm::Communicator& c, int64_t numel, at::ScalarType dtype) {
   {
     // ZeRO's in-place forms: gather into the flat buffer that holds this rank's chunk, and
     // reduce a bucket into its own chunk.
-    auto flat = at::zeros({numel}, dtype);
+    auto flat = at::zeros({numel}, at::TensorOptions(dtype).device(g_device));
     flat.narrow(0, mine.offset, mine.numel).copy_(input_of(rank, numel, dtype).narrow(0, mine.offset, mine.numel));
     c.all_gather(flat.narrow(0, mine.offset, mine.numel), flat).wait();
     auto want = at::empty({numel}, dtype);
@@ -93,14 +116,14 @@ void check_all(comm::Communicator& c, int64_t numel, at::ScalarType dtype) {
       want.narrow(0, ch.offset, ch.numel).copy_(input_of(r, numel, dtype).narrow(0, ch.offset, ch.numel));
     }
     expect("all_gather in place " + tag, flat, want);
-    auto bucket = input_of(rank, numel, dtype);
+    auto bucket = device_input(rank, numel, dtype);
     auto own = bucket.narrow(0, mine.offset, mine.numel);
     c.reduce_scatter(bucket, own).wait();
     expect("reduce_scatter into own chunk " + tag, own,
            reference(ws, numel, dtype, comm::ReduceOp::kSum).narrow(0, mine.offset, mine.numel));
   }
   for (int root : {0, ws - 1}) {
-    auto t = input_of(rank, numel, dtype);
+    auto t = device_input(rank, numel, dtype);
     c.broadcast(t, root).wait();
     expect(str("broadcast root ", root, " ", tag), t, input_of(root, numel, dtype));
   }
@@ -111,15 +134,15 @@ void check_coalesced(comm::Communicator& c, at::ScalarType dtype) {
   const std::vector<int64_t> sizes{5, 1, 33, 2 * ws + 1};
   std::vector<at::Tensor> tensors, outs, shards, fulls;
   for (int64_t n : sizes) {
-    tensors.push_back(input_of(rank, n, dtype));
+    tensors.push_back(device_input(rank, n, dtype));
     const auto ch = comm::chunk_range(n, ws, rank);
-    outs.push_back(at::empty({ch.numel}, dtype));
-    shards.push_back(input_of(rank, n, dtype).narrow(0, ch.offset, ch.numel).clone());
-    fulls.push_back(at::empty({n}, dtype));
+    outs.push_back(device_empty(ch.numel, dtype));
+    shards.push_back(device_input(rank, n, dtype).narrow(0, ch.offset, ch.numel).clone());
+    fulls.push_back(device_empty(n, dtype));
   }
   c.all_reduce_coalesced(tensors).wait();
   std::vector<at::Tensor> inputs;
-  for (int64_t n : sizes) inputs.push_back(input_of(rank, n, dtype));
+  for (int64_t n : sizes) inputs.push_back(device_input(rank, n, dtype));
   c.reduce_scatter_coalesced(inputs, outs).wait();
   c.all_gather_coalesced(shards, fulls).wait();
   for (size_t k = 0; k < sizes.size(); ++k) {
@@ -141,7 +164,28 @@ void check_coalesced(comm::Communicator& c, at::ScalarType dtype) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool large = argc > 1 && std::strcmp(argv[1], "--large") == 0;
+  bool large = false;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--large") == 0) {
+        large = true;
+      } else if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+        g_device = at::Device(argv[++i]);
+      } else {
+        std::cerr << "comm_check: unknown argument " << argv[i] << "; usage: comm_check [--large] [--device cpu|cuda:N]"
+                  << std::endl;
+        return 2;
+      }
+    }
+  } catch (const std::exception& e) {   // c10::Error for a device string it cannot read
+    std::cerr << "comm_check: --device: " << first_line(e.what()) << std::endl;
+    return 2;
+  }
+  if (g_device.is_cuda() && !at::hasCUDA()) {
+    std::cerr << "comm_check: --device " << g_device << ": LibTorch sees no CUDA device here (`zerotrain report` "
+              << "says why)" << std::endl;
+    return 1;
+  }
   try {
     comm::CommOptions options;
     options.bucket_nbytes = 64;   // several buckets per coalesced call
@@ -159,12 +203,17 @@ int main(int argc, char** argv) {
     auto failures = at::full({1}, static_cast<int64_t>(g_failures), at::kLong);
     c.all_reduce(failures).wait();
     if (c.rank() == 0) {
-      std::cout << "comm_check: " << comm::to_string(c.backend()) << " world " << ws << ": " << g_checks
+      // The CPU's line as it always was: tests match it.
+      const std::string where = g_device.is_cpu() ? "" : " on " + g_device.str();
+      std::cout << "comm_check: " << comm::to_string(c.backend()) << " world " << ws << where << ": " << g_checks
                 << " checks per rank, " << failures.item<int64_t>() << " failed" << std::endl;
     }
     return failures.item<int64_t>() == 0 ? 0 : 1;
   } catch (const zerotrain::Error& e) {
     std::cerr << "comm_check: " << e.what() << std::endl;
     return e.exit_code();
+  } catch (const std::exception& e) {   // LibTorch's, on a device: say it rather than abort
+    std::cerr << "comm_check: " << first_line(e.what()) << std::endl;
+    return 1;
   }
 }
