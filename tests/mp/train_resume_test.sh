@@ -2,7 +2,7 @@
 # Stop a `zerotrain train` run and resume it on another number of ranks (docs/engine.md,
 # "Checkpoints"). The uninterrupted run trains the tiny GPT for 8 steps at world 2, ZeRO
 # stage 2, fp32, saving every 4 steps. Resumed from its checkpoint-4, the runs must log the
-# uninterrupted run's losses for steps 5..8 (from --metrics_file):
+# uninterrupted run's losses and global gradient norms for steps 5..8 (from --metrics_file):
 #   - bit for bit at world 2, stage 2 (the same setting), ending with the same rank files;
 #   - within 1e-5 relative at world 4, stage 3 and at world 1, stage 0 (resharded: the
 #     ranks sum their gradients in another order);
@@ -73,13 +73,17 @@ def rows(name):
     lines = [json.loads(l) for l in open(f"{out}/{name}.jsonl")]
     assert lines[-1].get("event") == "end" and lines[-1]["steps"] == 8, f"{name}: end event {lines[-1]}"
     return {r["step"]: r["loss"] for r in lines if "loss" in r}
+def norms(name):
+    lines = [json.loads(l) for l in open(f"{out}/{name}.jsonl")]
+    return {r["step"]: r["grad_norm"] for r in lines if "loss" in r}
 def compare(name, reference, first, rel, label):
-    got, want = rows(name), rows(reference)
-    assert list(got) == list(range(first, 9)), f"{name}: logged steps {list(got)}, want {first}..8"
-    worst = max(abs(got[s] - want[s]) / abs(want[s]) for s in got)
-    assert worst <= rel, f"{name}: {worst:.3g} relative from {reference} (bound {rel:.3g}): {got} vs {want}"
-    print(f"ok: {name}: steps {first}..8 {label} ({worst:.3g} relative)")
-    return worst
+    for what, read in (("losses", rows), ("gradient norms", norms)):
+        got, want = read(name), read(reference)
+        assert list(got) == list(range(first, 9)), f"{name}: logged steps {list(got)}, want {first}..8"
+        assert all(want[s] > 0 for s in got), f"{reference}: {what} {want}"
+        worst = max(abs(got[s] - want[s]) / abs(want[s]) for s in got)
+        assert worst <= rel, f"{name}: {what} {worst:.3g} relative from {reference}'s (bound {rel:.3g}): {got} vs {want}"
+        print(f"ok: {name}: {what}, steps {first}..8 {label} ({worst:.3g} relative)")
 base = rows("base")
 assert list(base) == list(range(1, 9)), f"base logged steps {list(base)}"
 compare("ws2_stage2", "base", 5, 0.0, "bit for bit")

@@ -2,7 +2,8 @@
 // step walks them (sub-groups, 16-bit gradients read and 16-bit weights written by the
 // fused kernel), never the numbers: offload to host memory and to files on disk give the
 // bits of the same run without offload, at stages 1-3, world sizes 1 and 2, accumulation 1
-// and 2, in fp32, bf16 and fp16, with sub-groups small enough that several stream.
+// and 2, in fp32, bf16 and fp16, with sub-groups small enough that several stream. Every
+// step's global gradient norm is the same too, and the same as single-process training's.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -10,7 +11,7 @@
 #include <thread>
 #include <unistd.h>
 
-#include "tests/support/parity_model.h"
+#include "tests/support/parity_train.h"
 #include "tests/support/stage3_models.h"
 #include "zerotrain/engine/engine.h"
 
@@ -56,9 +57,24 @@ struct ScratchDir {
   }
 };
 
+constexpr double kOffloadWeightDecay = 0.01;
+
+fs::path optimizer_swap_file(const std::string& nvme_dir) {
+  return fs::path(nvme_dir) / "zerotrain_offload" / "optimizer" / "rank0" / "group0_master.swp";
+}
+fs::path param_swap_file(const std::string& nvme_dir) {
+  return fs::path(nvme_dir) / "zerotrain_offload" / "params" / "rank0" / "group0_params.swp";
+}
+
+// The case as the single-process oracle sees it (parity_model.h): the same optimizer,
+// weight decay, clipping and dtype.
+ParityCase parity_case(const OffloadCase& c) {
+  return {c.stage, c.world_size, c.accumulation, c.clip, true, false, c.dtype, "AdamW", kOffloadWeightDecay};
+}
+
 zerotrain::Config offload_config(const OffloadCase& c, const std::string& nvme_dir, bool offload) {
   std::string json = R"({"train_batch_size": 16, "gradient_accumulation_steps": )" + std::to_string(c.accumulation) +
-                     R"(, "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.01}},
+                     ", " + parity_optimizer_keys(parity_case(c)) + R"(,
                      "zero_optimization": {"stage": )" + std::to_string(c.stage) +
                      R"(, "reduce_bucket_size": 50, "sub_group_size": 40)" +
                      (c.stage == 3 ? R"(, "stage3_param_persistence_threshold": 0)" : "");
@@ -79,11 +95,15 @@ zerotrain::Config offload_config(const OffloadCase& c, const std::string& nvme_d
 
 // Trains ParityNet (its stage-3 twin at stage 3) on steps [first, last) of the parity data,
 // after loading `load_from` and before saving to `save_to` (when given); returns rank 0's
-// parameters and every step's loss on rank 0.
+// parameters, every step's loss on rank 0 and every step's global gradient norm.
 struct TrainRun {
   std::vector<torch::Tensor> params;
   std::vector<float> losses;
+  std::vector<double> grad_norms;
+  bool optimizer_swap_seen = false;   // rank 0's first optimizer swap file existed while the engine lived
+  bool param_swap_seen = false;       // ... and its first parameter swap file
 };
+
 
 struct Span {
   int first = 0;
@@ -124,6 +144,12 @@ TrainRun train(const OffloadCase& c, bool offload, const std::string& nvme_dir, 
             engine.step();
             if (k == 0) runs[r].losses.push_back(loss.item<float>());
           }
+          runs[r].grad_norms.push_back(engine.get_global_grad_norm().value_or(std::nan("")));
+        }
+        if (r == 0 && offload) {
+          std::error_code ec;
+          runs[r].optimizer_swap_seen = fs::exists(optimizer_swap_file(nvme_dir), ec);
+          runs[r].param_swap_seen = fs::exists(param_swap_file(nvme_dir), ec);
         }
         if (!span.save_to.empty()) engine.save_checkpoint(span.save_to, "");
         zerotrain::GatheredParameters full(engine, {});   // stage 3: the parameters whole
@@ -154,11 +180,18 @@ TEST_P(OffloadParity, SameBitsAsWithoutOffload) {
         << "parameter " << i << " differs by " << (got.params[i] - want.params[i]).abs().max().item<float>();
   }
   EXPECT_EQ(got.losses, want.losses);
-  // The engine removes its swap files when it goes.
-  if (c.device == "nvme") {
-    std::error_code ec;
-    EXPECT_TRUE(!fs::exists(dir / "zerotrain_offload" / "optimizer" / "rank0" / "group0_master.swp", ec));
-  }
+  EXPECT_EQ(got.grad_norms, want.grad_norms);
+  // ... and those of single-process training.
+  const ParityCase pc = parity_case(c);
+  EXPECT_EQ(grad_norm_mismatch(got.grad_norms, parity_reference_run(pc, make_parity_data()).grad_norms,
+                               grad_norm_tolerance(pc)),
+            "");
+  // The engine removes its swap files when it goes (they were there while it trained).
+  EXPECT_EQ(got.optimizer_swap_seen, c.device == "nvme") << optimizer_swap_file(dir.string());
+  EXPECT_EQ(got.param_swap_seen, c.param == "nvme") << param_swap_file(dir.string());
+  std::error_code ec;
+  EXPECT_FALSE(fs::exists(optimizer_swap_file(dir.string()), ec));
+  EXPECT_FALSE(fs::exists(param_swap_file(dir.string()), ec));
 }
 
 std::vector<OffloadCase> cases() {
@@ -182,6 +215,8 @@ std::vector<OffloadCase> cases() {
     }
   }
   out.push_back({3, 2, 2, "fp16", "nvme", 0.05, true, "nvme"});
+  // offload_param cpu where the model already is on the CPU: nothing to move (the shard
+  // stays where it is, and no parameter swap file appears); accepted, and trains the same.
   out.push_back({3, 2, 1, "bf16", "nvme", 0.0, true, "cpu"});
   return out;
 }
@@ -208,6 +243,7 @@ TEST_P(OffloadResume, SavedAndResumedHalfwayGivesTheBitsOfOneRun) {
   const TrainRun want = train(c, false, "");
   train(c, rc.offload_before, (dir / "swap").string(), {0, kSteps / 2, "", (dir / "ckpt").string()});
   const TrainRun got = train(c, rc.offload_after, (dir / "swap").string(), {kSteps / 2, kSteps, (dir / "ckpt").string(), ""});
+  EXPECT_EQ(got.grad_norms, std::vector<double>(want.grad_norms.begin() + kSteps / 2, want.grad_norms.end()));
   ASSERT_EQ(got.params.size(), want.params.size());
   for (size_t i = 0; i < want.params.size(); ++i) {
     EXPECT_TRUE(torch::equal(got.params[i], want.params[i]))

@@ -8,6 +8,7 @@
 #include <functional>
 #include <thread>
 
+#include "tests/support/parity_train.h"
 #include "tests/support/stage3_models.h"
 #include "tests/support/thread_ranks.h"
 #include "zerotrain/engine/engine.h"
@@ -21,7 +22,7 @@ using namespace zerotrain::test;
 // parity_config at stage 3, every parameter sharded (none small enough to stay resident).
 zerotrain::Config stage3_config(const ParityCase& c, const std::string& extra = "") {
   std::string json = R"({"train_batch_size": 16, "gradient_accumulation_steps": )" + std::to_string(c.accumulation) +
-                     R"(, "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.0}},
+                     ", " + parity_optimizer_keys(c) + R"(,
                      "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0, "overlap_comm": )" +
                      (c.overlap ? "true" : "false") + extra + "}";
   if (c.clip > 0) json += R"(, "gradient_clipping": )" + std::to_string(c.clip);
@@ -40,7 +41,7 @@ std::vector<torch::Tensor> gathered_copy(zerotrain::Engine& engine, torch::nn::M
 
 std::string name_of(const ParityCase& c) {
   return "ws" + std::to_string(c.world_size) + "_gas" + std::to_string(c.accumulation) + (c.clip > 0 ? "_clip" : "") +
-         (c.overlap ? "" : "_nooverlap") + (c.freeze ? "_frozen" : "") + (c.dtype == "fp32" ? "" : "_" + c.dtype);
+         (c.overlap ? "" : "_nooverlap") + (c.freeze ? "_frozen" : "") + (c.dtype == "fp32" ? "" : "_" + c.dtype) + (c.optimizer == "SGD" ? "_sgd" : "");
 }
 
 class Stage3Parity : public ::testing::TestWithParam<ParityCase> {};
@@ -48,25 +49,20 @@ class Stage3Parity : public ::testing::TestWithParam<ParityCase> {};
 TEST_P(Stage3Parity, SameParametersAsSingleProcessTraining) {
   const ParityCase c = GetParam();
   const ParityData data = make_parity_data();
-  const auto want = parity_reference(c, data);
+  const ParityRun want = parity_reference_run(c, data);
   std::vector<ShardedParityNet> nets;
   for (int r = 0; r < c.world_size; ++r) nets.push_back(make_sharded_parity_net(c.freeze));
-  std::vector<std::vector<torch::Tensor>> got(c.world_size);
+  std::vector<ParityRun> got(c.world_size);
   const auto errors = run_ranks(c.world_size, [&](int r, comm::Communicator& comm) {
     auto engine = zerotrain::initialize(nets[r].ptr(), stage3_config(c), {.comm = comm});
-    for (int s = 0; s < kSteps; ++s) {
-      for (int k = 0; k < c.accumulation; ++k) {
-        auto x = rank_rows(data.x[s], c, r, k), y = rank_rows(data.y[s], c, r, k);
-        engine.backward(torch::mse_loss(nets[r]->forward(x.to(engine.model_dtype())).to(torch::kFloat), y));
-        engine.step();
-      }
-    }
+    got[r].grad_norms = train_parity_steps(engine, nets[r], data, c, r);
     EXPECT_EQ(engine.global_steps(), kSteps);
-    got[r] = gathered_copy(engine, *nets[r]);
+    got[r].params = gathered_copy(engine, *nets[r]);
   });
   for (int r = 0; r < c.world_size; ++r) {
     ASSERT_EQ(errors[r], "") << "rank " << r;
-    EXPECT_LE(max_difference(got[r], want), parity_tolerance(c)) << "rank " << r;
+    EXPECT_LE(max_difference(got[r].params, want.params), parity_tolerance(c)) << "rank " << r;
+    EXPECT_EQ(grad_norm_mismatch(got[r].grad_norms, want.grad_norms, grad_norm_tolerance(c)), "") << "rank " << r;
   }
 }
 
@@ -83,6 +79,10 @@ std::vector<ParityCase> parity_cases() {
     cases.push_back({3, 4, 2, 0.0, true, false, dtype});
     cases.push_back({3, 2, 2, 0.05, true, false, dtype});
   }
+  // Plain SGD: a step proportional to the gradient, so a scale error moves the parameters.
+  for (int ws : {2, 4}) cases.push_back({3, ws, 2, 0.0, true, false, "fp32", "SGD"});
+  cases.push_back({3, 4, 2, 0.0, true, false, "bf16", "SGD"});
+  cases.push_back({3, 2, 2, 0.0, true, false, "fp16", "SGD"});
   return cases;
 }
 
@@ -178,7 +178,7 @@ TEST(Stage3, GatheredParametersWithModifierRankScattersWrites) {
   const ParityCase c{3, 2, 1};
   std::vector<ShardedParityNet> nets{make_sharded_parity_net(false), make_sharded_parity_net(false)};
   const ParityData data = make_parity_data();
-  std::vector<std::vector<torch::Tensor>> got(2);
+  std::vector<std::vector<torch::Tensor>> got(2), after_discard(2), after_step(2);
   const auto errors = run_ranks(2, [&](int r, comm::Communicator& comm) {
     auto engine = zerotrain::initialize(nets[r].ptr(), stage3_config(c), {.comm = comm});
     {
@@ -187,18 +187,29 @@ TEST(Stage3, GatheredParametersWithModifierRankScattersWrites) {
       if (r == 0) nets[r]->fc1->inner->weight.fill_(0.25);
     }
     got[r] = gathered_copy(engine, *nets[r]);
-    // Without a modifier, writes stay local and are not scattered (as in DeepSpeed).
+    // Without a modifier, writes are dropped when the scope ends (as in DeepSpeed).
     {
       zerotrain::GatheredParameters full(engine, {nets[r]->fc2->inner->bias});
-      EXPECT_EQ(nets[r]->fc2->inner->bias.storage().nbytes() > 0, true);
+      EXPECT_GT(nets[r]->fc2->inner->bias.storage().nbytes(), 0u);
+      torch::NoGradGuard no_grad;
+      if (r == 1) nets[r]->fc2->inner->bias.fill_(7);
     }
     EXPECT_EQ(nets[r]->fc2->inner->bias.storage().nbytes(), 0u);
+    after_discard[r] = gathered_copy(engine, *nets[r]);
     engine.backward(torch::mse_loss(nets[r]->forward(rank_rows(data.x[0], c, r, 0)), rank_rows(data.y[0], c, r, 0)));
     engine.step();
+    after_step[r] = gathered_copy(engine, *nets[r]);
   });
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(errors[r], "") << "rank " << r;
     EXPECT_TRUE(torch::all(got[r][0] == 0.25).item<bool>()) << "rank " << r;
+    // parameters(): fc1.weight, fc1.bias, fc2.weight, fc2.bias, ...
+    EXPECT_FALSE(torch::any(after_discard[r][3] == 7).item<bool>()) << "rank " << r << ": a write without a modifier stayed";
+    // The step starts from the written master weights: AdamW's first step moves each weight by
+    // at most about lr (0.01), so every weight stays near 0.25; from the old master it would
+    // land back at the random initial weights.
+    EXPECT_LE((after_step[r][0] - 0.25).abs().max().item<double>(), 2 * kParityAdamLr) << "rank " << r;
+    EXPECT_GT((after_step[r][0] - 0.25).abs().max().item<double>(), 0) << "rank " << r << ": the step did not move fc1";
   }
 }
 
