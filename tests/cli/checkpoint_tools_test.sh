@@ -97,11 +97,14 @@ expect inspect_damaged 8 "status       complete but DAMAGED" "rank_00001.safeten
   "[checkpoint] $tmp/damaged/global_step3 is damaged" -- "$zt" checkpoint inspect "$tmp/damaged"
 expect consolidate_damaged 8 "rank_00001.safetensors: tensor \"fp32/fc1." "does not match its checksum" -- \
   "$zt" zero-to-fp32 "$tmp/damaged" "$tmp/out_damaged"
-check damaged_wrote_nothing test ! -e "$tmp/out_damaged/model.safetensors"
+# Nothing at all, not even a temporary file: the output folder is empty or absent.
+empty_or_absent() { test -z "$(ls -A "$1" 2>/dev/null)"; }
+check damaged_wrote_nothing empty_or_absent "$tmp/out_damaged"
 rm "$tmp/damaged/global_step3/rank_00000.safetensors"
 expect inspect_incomplete 8 "status       INCOMPLETE" "rank_00000.safetensors  MISSING" "is incomplete" -- \
   "$zt" checkpoint inspect "$tmp/damaged"
 expect consolidate_incomplete 8 "rank_00000.safetensors: missing" -- "$zt" zero-to-fp32 "$tmp/damaged" "$tmp/out_damaged"
+check incomplete_wrote_nothing empty_or_absent "$tmp/out_damaged"
 echo "not a directory" >"$tmp/file"
 expect output_is_a_file 7 "cannot create the output directory $tmp/file" -- "$zt" zero-to-fp32 "$tmp/ckpt" "$tmp/file"
 

@@ -24,10 +24,32 @@ grep -q '"eval_accuracy"' "$out/run/metrics.jsonl" || fail "no evaluation in the
 grep -q '"event":"end"' "$out/run/metrics.jsonl" || fail "no end line in the metrics file"
 ls "$out/run/tensorboard"/events.out.tfevents.* >/dev/null 2>&1 || fail "no TensorBoard event file"
 ls -d "$out/run"/checkpoint-* >/dev/null 2>&1 || fail "no checkpoint folder"
-for where in "metrics (JSON lines)" "TensorBoard logs" "checkpoint:" "consolidated weights"; do
-  grep -q "$where" "$out/log" || fail "the job does not say where its $where went"
-done
-grep -q "precision: \(bf16\|fp32\), because" "$out/log" || fail "the start-up log does not say which precision and why"
+# The closing lines say where each output went: each must name this run's own file or
+# folder, which must exist (the label alone is echoed whatever happened).
+printed() { sed -n "s/^  $1: *\([^ ]*\).*/\1/p" "$out/log" | tail -1; }
+[ "$(printed 'metrics (JSON lines)')" = "$out/run/metrics.jsonl" ] || fail "the metrics path printed is not $out/run/metrics.jsonl"
+[ "$(printed 'TensorBoard logs')" = "$out/run/tensorboard" ] || fail "the TensorBoard path printed is not $out/run/tensorboard"
+[ "$(printed 'consolidated weights')" = "$out/run/model/model.safetensors" ] ||
+  fail "the consolidated weights path printed is not $out/run/model/model.safetensors"
+printed_checkpoint=$(printed checkpoint)
+case "$printed_checkpoint" in
+  "$out/run"/checkpoint-*) [ -d "$printed_checkpoint" ] || fail "the checkpoint printed, $printed_checkpoint, is no folder" ;;
+  *) fail "the checkpoint path printed, '$printed_checkpoint', is not a checkpoint of this run" ;;
+esac
+# --bf16_if_native trains in bf16 exactly where the first "flags" line of /proc/cpuinfo has
+# avx512_bf16 or amx_bf16 (fp32 otherwise), and gives the reason `zerotrain report` gives.
+if grep -m1 '^flags[[:space:]]*:' /proc/cpuinfo | grep -qwE 'avx512_bf16|amx_bf16'; then want=bf16; else want=fp32; fi
+expected=$("$BUILD/tools/zerotrain" report --json 2>/dev/null | "$PYTHON" -c '
+import json, sys
+cpu = json.load(sys.stdin)["cpu"]
+choice, reason = cpu["bf16_choice"].split(": ", 1)
+assert choice == ("bf16" if cpu["bf16_native"] else "fp32"), cpu
+print(f"precision: {choice}, because {reason}")') || fail "zerotrain report --json gives no consistent bf16 choice"
+case "$expected" in
+  "precision: $want, because "*) ;;
+  *) fail "zerotrain report says '$expected', but /proc/cpuinfo calls for $want" ;;
+esac
+grep -qF "$expected" "$out/log" || fail "the start-up log does not say '$expected'"
 "$PYTHON" - "$out/run/model/model.safetensors" <<'PY' || fail "the consolidated model does not load"
 import sys
 from safetensors.numpy import load_file

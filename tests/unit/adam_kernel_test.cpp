@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "zerotrain/optim/adam_kernel.h"
@@ -75,6 +76,29 @@ TEST(AdamKernelMath, OneElementByHand) {
   EXPECT_NEAR(v, 0.00025f, 1e-8f);   // (1 - 0.999f) is not exactly 0.001 in float
 }
 
-TEST(AdamKernelMath, DispatchesToABestTarget) { EXPECT_NE(zo::adam_target(), "none"); }
+TEST(AdamKernelMath, DispatchesToTheBestTargetThisCpuRuns) {
+  // Read before adam_available_targets, which clears any forced target: a target forced by
+  // another test and never restored shows here as a weaker one than the list's head.
+  const std::string dispatched = zo::adam_target();
+  const auto targets = zo::adam_available_targets();
+  ASSERT_FALSE(targets.empty());
+  // Highway lists targets best first.
+  EXPECT_EQ(dispatched, zo::adam_target_name(targets.front()));
+#if defined(__x86_64__) || defined(__i386__)
+  // Every feature Highway's AVX2 target asks of the CPU (its SSE4 ones come with them).
+  // Highway compiles that target by default, so on such a CPU a dispatch to SSE or to the
+  // portable fallback means the build lost its SIMD code paths.
+  bool avx2_target_runs = true;
+  for (const bool has : {__builtin_cpu_supports("avx2"), __builtin_cpu_supports("fma"), __builtin_cpu_supports("bmi"),
+                         __builtin_cpu_supports("bmi2"), __builtin_cpu_supports("f16c"),
+                         __builtin_cpu_supports("lzcnt"), __builtin_cpu_supports("aes"),
+                         __builtin_cpu_supports("pclmul")}) {
+    avx2_target_runs = avx2_target_runs && has;
+  }
+  if (avx2_target_runs) {
+    for (const char* weaker : {"SCALAR", "EMU128", "SSE2", "SSSE3", "SSE4"}) EXPECT_NE(dispatched, weaker);
+  }
+#endif
+}
 
 }  // namespace

@@ -120,9 +120,9 @@ KernelDifference aten_against_cpu_kernels(const std::string& optimizer, int step
   };
   d.weights = relative(a, b);
   d.exp_avg = relative(simd->state(0).at("exp_avg"), aten->state(0).at("exp_avg"));
-  if (simd->state(0).count("exp_avg_sq")) {
-    d.exp_avg_sq = relative(simd->state(0).at("exp_avg_sq"), aten->state(0).at("exp_avg_sq"));
-  }
+  // Every optimizer compared here (Adam, AdamW, Lamb) keeps both moments: at() makes a
+  // missing or renamed one fail instead of comparing nothing.
+  d.exp_avg_sq = relative(simd->state(0).at("exp_avg_sq"), aten->state(0).at("exp_avg_sq"));
   return d;
 }
 

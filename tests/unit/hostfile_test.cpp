@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 
 #include "tools/launch/hostfile.h"
 #include "tools/launch/plan.h"
@@ -130,7 +131,16 @@ TEST(Plan, LocalRanksGetTheRendezvousEnvironment) {
   EXPECT_EQ(get("LOCAL_RANK"), "2");
   EXPECT_EQ(get("LOCAL_WORLD_SIZE"), "3");
   EXPECT_EQ(get("MASTER_ADDR"), "127.0.0.1");
-  EXPECT_NE(get("MASTER_PORT"), "0");
+  // A one-node job with no --master_port gets a free port picked by the launcher: it must be
+  // set, be a whole decimal number, and be a real TCP port (0 would mean "any" to bind()).
+  const std::string port = get("MASTER_PORT");
+  ASSERT_NE(port, "<unset>");
+  std::size_t parsed = 0;
+  int port_number = 0;
+  ASSERT_NO_THROW(port_number = std::stoi(port, &parsed)) << port;
+  EXPECT_EQ(parsed, port.size()) << port;
+  EXPECT_GE(port_number, 1) << port;
+  EXPECT_LE(port_number, 65535) << port;
 }
 
 TEST(Plan, SecondNodeOfAMultiNodeJob) {

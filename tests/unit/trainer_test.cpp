@@ -386,9 +386,13 @@ TEST(Trainer, WorldSizesAndAccumulationTrainTheSameModelOnFashionMnist) {
     expect_no_errors(result.errors);
     losses.push_back(result.rank0.losses);
   }
+  // logging_steps 1: a loss for each of the 6 steps, so the comparisons below have
+  // something to compare and back() has an element.
+  ASSERT_EQ(losses[0].size(), 6u);
   for (size_t w = 1; w < losses.size(); ++w) {
     ASSERT_EQ(losses[w].size(), losses[0].size());
     for (size_t i = 0; i < losses[0].size(); ++i) {
+      EXPECT_EQ(losses[w][i].first, losses[0][i].first) << "world " << (w == 1 ? 2 : 4);
       EXPECT_NEAR(losses[w][i].second, losses[0][i].second, test::kParityTolerance * std::abs(losses[0][i].second))
           << "world " << (w == 1 ? 2 : 4) << ", step " << i + 1;
     }
