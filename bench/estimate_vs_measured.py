@@ -6,9 +6,15 @@ holding the most. Prints a markdown table.
 
     python3 bench/estimate_vs_measured.py [--build build] [--cases ci|docs] [--check] [--write]
 
---check exits 1 unless every model-state prediction is within 5% and every peak within 15%
-(ctest runs this with --cases ci). --write puts the table into docs/estimator.md between the
-estimate_vs_measured markers.
+--check exits 1 unless every model-state prediction is within 5% and every peak within 10%
+(ctest runs this with --cases ci), and, for the ci cases, unless the model states are at least
+40% of every predicted peak: at the tiny and small sizes the peak is mostly the runtime's
+constant, so a bound on it says little about the estimate of the states.
+
+The runs fix glibc's mmap threshold (MALLOC_MMAP_THRESHOLD_): left dynamic, glibc raises it
+after the first large free, and the buffers that stage 3 frees and allocates again every step
+then come from a heap that keeps its freed pages (docs/estimator.md). --write puts
+the table into docs/estimator.md between the estimate_vs_measured markers.
 """
 import argparse
 import json
@@ -21,12 +27,17 @@ from docs_tables import replace_between_markers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKET = 200000   # reduce_bucket_size of examples/ds_config_train_zero2.json
+# ci: a GPT of 29.4M parameters on short sequences, so that its model states outweigh the
+# runtime and the activations at every stage and precision, yet a step costs little compute
+# (bf16 is slow on CPUs without AVX512-BF16).
+STATES_DOMINATE = "n_layer=8,n_head=8,n_embd=512,vocab_size=8192,block_size=32"
 CASES = {
-    "ci": [("preset=tiny", 8), ("preset=small", 8)],
+    "ci": [(STATES_DOMINATE, 2)],
     "docs": [("preset=tiny", 8), ("preset=small", 8), ("preset=small,n_layer=8,n_embd=512,vocab_size=8192", 4)],
     "big": [("preset=small,n_layer=8,n_embd=512,vocab_size=8192", 4)],
 }
-STATE_TOLERANCE, PEAK_TOLERANCE = 0.05, 0.15
+STATE_TOLERANCE, PEAK_TOLERANCE = 0.05, 0.10
+MIN_STATE_SHARE = 0.4   # ci cases: the model states' share of the predicted peak
 
 
 def run(cmd, **kw):
@@ -42,7 +53,7 @@ def measure(zt, out, model_config, micro, stage, precision, steps):
     flags = [] if precision == "fp32" else [f"--{precision}"]
     run([zt, "launch", "--nproc_per_node", "2", "--", zt, "train", "--model", "gpt", "--model_config", model_config,
          "--deepspeed", path, "--per_device_train_batch_size", str(micro), "--max_steps", str(steps),
-         "--logging_steps", str(steps), "--metrics_file", metrics] + flags, env=dict(os.environ, OMP_NUM_THREADS="1"))
+         "--logging_steps", str(steps), "--metrics_file", metrics] + flags, env=dict(os.environ, OMP_NUM_THREADS="1", MALLOC_MMAP_THRESHOLD_=str(1 << 20)))
     rows = [json.loads(line) for line in open(metrics)]
     last = [r for r in rows if "loss" in r][-1]
     return max(last["model_state_bytes"]), max(last["peak_rss_bytes"]), max(last["baseline_rss_bytes"])
@@ -87,6 +98,10 @@ def main():
                         failures.append(f"{model_config} {precision} stage {stage}: model states off by {state_err:+.1%}")
                     if abs(peak_err) > PEAK_TOLERANCE:
                         failures.append(f"{model_config} {precision} stage {stage}: peak RSS off by {peak_err:+.1%}")
+                    if args.cases == "ci" and row["model_states"] < MIN_STATE_SHARE * row["peak"]:
+                        failures.append(f"{model_config} {precision} stage {stage}: the model states are "
+                                        f"{row['model_states'] / row['peak']:.0%} of the predicted peak; the check "
+                                        f"needs a model whose states are at least {MIN_STATE_SHARE:.0%}")
     table = "\n".join(lines)
     print(table)
     if args.write:
