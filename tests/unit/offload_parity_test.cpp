@@ -104,7 +104,6 @@ struct TrainRun {
   bool param_swap_seen = false;       // ... and its first parameter swap file
 };
 
-
 struct Span {
   int first = 0;
   int last = kSteps;
