@@ -6,6 +6,10 @@
 set(ZEROTRAIN_TORCH_DIR "" CACHE PATH "The torch package directory (site-packages/torch)")
 set(ZEROTRAIN_PYTHON "" CACHE FILEPATH "Python interpreter that has the pinned torch")
 
+# Under pip (scikit-build-core), the interpreter doing the install is the one whose torch counts.
+if(NOT ZEROTRAIN_PYTHON AND DEFINED SKBUILD AND Python_EXECUTABLE)
+  set(ZEROTRAIN_PYTHON ${Python_EXECUTABLE} CACHE FILEPATH "" FORCE)
+endif()
 if(NOT ZEROTRAIN_TORCH_DIR)
   if(NOT ZEROTRAIN_PYTHON)
     find_program(ZEROTRAIN_PYTHON NAMES python3 REQUIRED)

@@ -10,7 +10,7 @@
 #   ZEROTRAIN_MIN_ACCURACY  the test accuracy the run must reach (default: 0.88)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ZEROTRAIN_BUILD_TARGETS=${ZEROTRAIN_BUILD_TARGETS:-zerotrain} bash scripts/setup.sh
+ZEROTRAIN_BUILD_TARGETS=${ZEROTRAIN_BUILD_TARGETS:-"zerotrain zerotrain_python"} bash scripts/setup.sh
 BUILD_DIR=${ZEROTRAIN_BUILD:-build}
 OUT=${ZEROTRAIN_MAIN_OUT:-runs/fashion-mnist}
 MIN_ACCURACY=${ZEROTRAIN_MIN_ACCURACY:-0.88}

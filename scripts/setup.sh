@@ -16,6 +16,8 @@ TORCH_VERSION=2.15.0   # pinned: LibTorch (C++) and the Python peers come from t
 NUMPY_VERSION=2.4.6
 SAFETENSORS_VERSION=0.8.0   # reads `zerotrain zero-to-fp32`'s output in tests/cli/checkpoint_tools_test.sh
 TENSORBOARD_VERSION=2.20.0  # reads the event files of --report_to tensorboard in the tests
+PYTEST_VERSION=9.2.0        # runs the Python package's tests (tests/python)
+TRANSFORMERS_VERSION=5.24.0 # GPT-2 and Llama built from configs in the Python tests
 ZEROTRAIN_HOME=${ZEROTRAIN_HOME:-$HOME/.cache/zerotrain}
 BUILD_DIR=${ZEROTRAIN_BUILD:-build}
 BUILD_TYPE=${ZEROTRAIN_BUILD_TYPE:-RelWithDebInfo}
@@ -25,7 +27,7 @@ say() { printf '[setup] %s\n' "$*"; }
 # --- Debian packages -------------------------------------------------------------------
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache git
-  python3-venv
+  python3-venv python3-dev   # the pinned venv; Python.h for the extension module zerotrain._C
   nlohmann-json3-dev   # config parsing
   libcli11-dev         # command-line parsing
   libfmt-dev libspdlog-dev   # formatting and rank-aware logging
@@ -75,6 +77,12 @@ if ! "$VENV/bin/python" -c "import tensorboard, sys; sys.exit(tensorboard.__vers
   say "installing tensorboard==$TENSORBOARD_VERSION into $VENV"
   "$VENV/bin/pip" install -q "tensorboard==$TENSORBOARD_VERSION"
 fi
+# The Python package's tests: pytest runs them, and they build transformers' GPT-2 and Llama
+# from small configs (nothing is downloaded from a model hub).
+if ! "$VENV/bin/python" -c "import pytest, transformers, sys; sys.exit(pytest.__version__ != '$PYTEST_VERSION' or transformers.__version__ != '$TRANSFORMERS_VERSION')" 2>/dev/null; then
+  say "installing pytest==$PYTEST_VERSION transformers==$TRANSFORMERS_VERSION into $VENV"
+  "$VENV/bin/pip" install -q "pytest==$PYTEST_VERSION" "transformers==$TRANSFORMERS_VERSION"
+fi
 TORCH_DIR=$("$VENV/bin/python" - <<'PY'
 import importlib.util, os
 print(os.path.dirname(importlib.util.find_spec("torch").origin))
@@ -91,3 +99,11 @@ TARGETS=${ZEROTRAIN_BUILD_TARGETS:-all}
 say "building $TARGETS"
 # shellcheck disable=SC2086  # several targets are several words
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target $TARGETS
+
+# The Python package (python/zerotrain and its extension module) into the venv, so that
+# "$ZEROTRAIN_HOME/venv/bin/python -c 'import zerotrain'" works; only when it was built.
+if [ -f "$BUILD_DIR/python/zerotrain/__init__.py" ] && ls "$BUILD_DIR"/python/zerotrain/_C.*.so >/dev/null 2>&1; then
+  SITE=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  cmake --install "$BUILD_DIR" --component python --prefix "$SITE" >/dev/null
+  say "installed the zerotrain Python package into $SITE"
+fi

@@ -99,13 +99,6 @@ void check_pieces(CheckpointReader& reader, const ConsolidationPlan& plan) {
   }
 }
 
-// One tensor into `buffer` as saved; each piece's checksum is checked as it is read.
-void read_tensor(CheckpointReader& reader, const PlannedTensor& t, char* buffer) {
-  for (const Piece& p : pieces_of(reader.manifest(), t)) {
-    reader.read_tensor(p.rank, p.key, t.saved, buffer + p.offset_bytes, p.nbytes);
-  }
-}
-
 void write_tensor(AtomicFile& out, const PlannedTensor& t, const char* buffer, std::vector<char>& scratch) {
   if (t.saved == t.dtype) {
     out.write(buffer, t.nbytes());
@@ -133,6 +126,14 @@ int64_t write_index(const fs::path& path, const ConsolidationPlan& plan) {
 }
 
 }  // namespace
+
+void read_planned_tensor(CheckpointReader& reader, const PlannedTensor& t, char* buffer) {
+  for (const Piece& p : pieces_of(reader.manifest(), t)) {
+    reader.read_tensor(p.rank, p.key, t.saved, buffer + p.offset_bytes, p.nbytes);
+  }
+}
+
+void check_plan_pieces(CheckpointReader& reader, const ConsolidationPlan& plan) { check_pieces(reader, plan); }
 
 int64_t PlannedTensor::numel() const {
   int64_t n = 1;
@@ -241,7 +242,7 @@ ConsolidatedOutput consolidate(CheckpointReader& reader, const fs::path& out_dir
     AtomicFile file(out_dir / shard.file);
     file.write(headers[s]);
     for (size_t i : shard.tensors) {
-      read_tensor(reader, plan.tensors[i], buffer.get());
+      read_planned_tensor(reader, plan.tensors[i], buffer.get());
       write_tensor(file, plan.tensors[i], buffer.get(), scratch);
     }
     file.commit();

@@ -68,6 +68,13 @@ struct ConsolidationPlan {
 ConsolidationPlan plan_consolidation(const Manifest& manifest, const ConsolidateOptions& options,
                                      std::string_view manifest_file);
 
+// For readers that assemble tensors in memory (the Python zero_to_fp32): every fragment the
+// plan needs is in its rank file as the manifest says (CheckpointError otherwise), and one
+// planned tensor whole into `buffer` (t.saved_nbytes() bytes) in its saved dtype, each piece's
+// checksum checked as it is read.
+void check_plan_pieces(CheckpointReader& reader, const ConsolidationPlan& plan);
+void read_planned_tensor(CheckpointReader& reader, const PlannedTensor& t, char* buffer);
+
 struct ConsolidatedOutput {
   ConsolidationPlan plan;
   std::vector<std::filesystem::path> files;   // written, in order; the index last when sharded

@@ -55,10 +55,12 @@ std::vector<ParamGroup> client_groups(torch::optim::Optimizer& optimizer) {
   return groups;
 }
 
-// The model's parameters by identity, for names in messages.
+// The model's parameters by identity, for names in messages and checkpoints. A parameter
+// registered twice (a head tied to its embedding) keeps its first name, as PyTorch's
+// named_parameters() gives it.
 std::unordered_map<const void*, std::string> parameter_names(torch::nn::Module& model) {
   std::unordered_map<const void*, std::string> names;
-  for (const auto& item : model.named_parameters()) names[item.value().unsafeGetTensorImpl()] = item.key();
+  for (const auto& item : model.named_parameters()) names.emplace(item.value().unsafeGetTensorImpl(), item.key());
   return names;
 }
 
@@ -382,6 +384,14 @@ std::vector<double> Engine::get_lr() const {
   for (const auto& g : state_->groups) lrs.push_back(g.hyper.lr);
   return lrs;
 }
+void Engine::set_lr(const std::vector<double>& lrs) {
+  ZT_CHECK(!state_->schedule, UsageError, "the config's \"scheduler\" block sets the learning rates; remove it to "
+           "set them from a client schedule");
+  ZT_CHECK(lrs.size() == state_->groups.size(), UsageError, "set_lr: ", lrs.size(), " learning rates for ",
+           state_->groups.size(), " parameter groups; give one per group");
+  for (size_t g = 0; g < lrs.size(); ++g) state_->groups[g].hyper.lr = lrs[g];
+}
+
 int64_t Engine::global_steps() const { return state_->global_steps; }
 int64_t Engine::global_samples() const { return state_->global_samples; }
 int64_t Engine::skipped_steps() const { return state_->skipped_steps; }

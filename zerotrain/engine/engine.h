@@ -104,6 +104,9 @@ class Engine {
   void eval();
 
   std::vector<double> get_lr() const;   // each group's
+  // Each group's learning rate from now on, for a schedule the caller runs itself (a Python
+  // torch.optim.lr_scheduler); UsageError when the config has a "scheduler" (it sets them).
+  void set_lr(const std::vector<double>& lrs);
   int64_t global_steps() const;
   int64_t global_samples() const;
   int64_t skipped_steps() const;

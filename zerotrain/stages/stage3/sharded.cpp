@@ -85,6 +85,18 @@ void ShardedModule::detach(bool left_sharded) {
   unit_ = -1;
 }
 
+void ShardedModule::enter_forward() {
+  if (!hooks_) {
+    check_runnable();
+    return;
+  }
+  hooks_->pre_forward(unit_);
+}
+
+void ShardedModule::leave_forward() {
+  if (hooks_) hooks_->post_forward(unit_);
+}
+
 ShardedModule::Inside::Inside(ShardedModule& m) : m_(&m) { m_->hooks_->pre_forward(m_->unit_); }
 
 ShardedModule::Inside::~Inside() {

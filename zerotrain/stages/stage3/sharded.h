@@ -45,6 +45,18 @@ class ShardedModule : public torch::nn::Module {
   const std::shared_ptr<stages::stage3::PreSharded>& presharded() const { return presharded_; }
   void drop_presharded() { presharded_.reset(); }
 
+  // For a unit whose forward runs outside C++ (a Python module's forward hooks, python/): the
+  // steps of run_unit one at a time. Every enter_forward is followed by one leave_forward,
+  // also when the forward fails; arm_output passes each output the forward returns.
+  void enter_forward();
+  void leave_forward();
+  at::Tensor arm_output(const at::Tensor& out) { return hooks_ ? arm(out) : out; }
+
+  // DeepSpeed's register_external_parameter: a parameter of another unit that this unit's
+  // forward uses, so it is gathered with this unit. Before initialize.
+  void add_external_parameter(at::Tensor param) { external_params_.push_back(std::move(param)); }
+  const std::vector<at::Tensor>& external_parameters() const { return external_params_; }
+
  protected:
   // Every unit's constructor calls it once its module is built: under ZeroInit, cuts it.
   void on_built();
@@ -98,6 +110,7 @@ class ShardedModule : public torch::nn::Module {
   std::shared_ptr<stages::stage3::UnitHooks> hooks_;
   int unit_ = -1;
   std::shared_ptr<stages::stage3::PreSharded> presharded_;
+  std::vector<at::Tensor> external_params_;
   bool left_sharded_ = false;
 };
 

@@ -59,11 +59,15 @@ UnitMap find_units(torch::nn::Module& model, const PersistenceOptions& options) 
   for (size_t i = 0; i < keys.size(); ++i) {
     if (units[i] == 0) map.owner.erase(keys[i]);
   }
-  // Uses: the owners of a unit's parameters, except units nested in it (they gather their own).
+  // Uses: the owners of a unit's parameters and of the parameters it registered as external,
+  // except units nested in it (they gather their own).
   for (size_t u = 1; u < map.units.size(); ++u) {
     Unit& unit = map.units[u];
     unit.uses.push_back(static_cast<int>(u));
-    for (const auto& p : unit.module->parameters()) {
+    std::vector<at::Tensor> used = unit.module->parameters();
+    const auto& external = unit.module->external_parameters();
+    used.insert(used.end(), external.begin(), external.end());
+    for (const auto& p : used) {
       const int o = map.owner_of(p.unsafeGetTensorImpl());
       if (o == 0 || inside(map.units[o].name, unit.name)) continue;
       if (std::find(unit.uses.begin(), unit.uses.end(), o) == unit.uses.end()) unit.uses.push_back(o);

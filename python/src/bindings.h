@@ -1,0 +1,24 @@
+// The pieces of the extension module zerotrain._C (docs/python.md), one file each. Every
+// file that includes this one compiles against torch's Python headers, so they are few.
+#pragma once
+
+#include <torch/extension.h>
+
+namespace zerotrain::python {
+
+namespace py = pybind11;
+
+// zerotrain's typed C++ errors as the Python classes of zerotrain.errors (errors.cpp).
+void bind_errors(py::module_& m);
+// The C++ mirror of a Python module tree that the engine trains (mirror.cpp).
+void bind_mirror(py::module_& m);
+// initialize, the Engine, GatheredParameters, ZeroInit (engine.cpp).
+void bind_engine(py::module_& m);
+// The estimators, checkpoint reading and consolidation, config checking, facts (tools.cpp).
+void bind_tools(py::module_& m);
+
+// JSON text <-> Python objects through Python's json module (the config, client_state).
+py::object json_to_python(const std::string& text);
+std::string python_to_json(const py::handle& value);
+
+}  // namespace zerotrain::python

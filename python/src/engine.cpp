@@ -1,0 +1,177 @@
+// initialize, the Engine and GatheredParameters for Python (python/zerotrain/runtime/engine.py
+// wraps them in DeepSpeed's names). Every call that can wait on other ranks or on a disk
+// releases the GIL.
+#include <optional>
+
+#include "bindings.h"
+#include "mirror.h"
+#include "zerotrain/config/effective.h"
+#include "zerotrain/core/error.h"
+#include "zerotrain/engine/engine.h"
+
+namespace zerotrain::python {
+namespace {
+
+// Engine::NoSync and GatheredParameters are scopes that cannot move; these hold one each
+// for a Python context manager.
+struct NoSyncScope {
+  explicit NoSyncScope(Engine& engine) : scope(engine.no_sync()) {}
+  Engine::NoSync scope;
+};
+struct GatherScope {
+  GatherScope(Engine& engine, std::vector<at::Tensor> params, std::optional<int> modifier_rank)
+      : scope(engine, std::move(params), modifier_rank) {}
+  GatheredParameters scope;
+};
+
+// The engine together with the mirror it trains (the mirror must outlive it).
+struct PyEngine {
+  std::shared_ptr<Mirror> model;
+  std::optional<Engine> engine;
+  Engine& get() {
+    ZT_CHECK(engine.has_value(), UsageError, "this engine was closed (engine.destroy()); initialize a new one");
+    return *engine;
+  }
+};
+
+std::string scalar_name(at::ScalarType t) { return dtype_name(t); }
+
+py::dict state_bytes(const ModelStateBytes& b) {
+  py::dict d;
+  d["params"] = b.params;
+  d["grads"] = b.grads;
+  d["optimizer"] = b.optimizer;
+  d["master"] = b.master;
+  d["buffers"] = b.buffers;
+  d["gathered_peak"] = b.gathered_peak;
+  d["disk"] = b.disk;
+  d["total"] = b.total();
+  return d;
+}
+
+// What the Python engine reports from the resolved config.
+py::dict resolved(const Config& c) {
+  py::dict d;
+  d["train_batch_size"] = c.train_batch_size.value.value_or(0);
+  d["train_micro_batch_size_per_gpu"] = c.train_micro_batch_size_per_gpu.value.value_or(0);
+  d["gradient_accumulation_steps"] = c.gradient_accumulation_steps.value.value_or(1);
+  d["zero_stage"] = static_cast<int>(c.zero_optimization.stage);
+  d["gradient_clipping"] = c.gradient_clipping.value;
+  d["fp16"] = c.fp16_enabled();
+  d["bf16"] = c.bf16_enabled();
+  d["fp16_auto_cast"] = c.fp16.auto_cast;
+  d["steps_per_print"] = c.steps_per_print ? py::cast(*c.steps_per_print) : py::none();
+  d["wall_clock_breakdown"] = c.wall_clock_breakdown;
+  d["gather_16bit_weights_on_model_save"] = c.zero_optimization.gather_16bit_weights_on_model_save;
+  d["has_optimizer"] = c.optimizer.has_value();
+  d["has_scheduler"] = c.scheduler.has_value();
+  return d;
+}
+
+}  // namespace
+
+void bind_engine(py::module_& m) {
+  py::class_<NoSyncScope>(m, "NoSyncScope");
+  py::class_<GatherScope>(m, "GatherScope").def("close", [](GatherScope& s) {
+    py::gil_scoped_release no_gil;
+    s.scope.close();
+  });
+
+  m.def("load_config", [](const std::string& json_text, const std::string& origin, bool allow_unknown_keys) {
+    config::LoadOptions options;
+    options.origin = origin;
+    options.allow_unknown_keys = allow_unknown_keys;
+    return resolved(Config::from_string(json_text, options));
+  }, py::arg("json_text"), py::arg("origin"), py::arg("allow_unknown_keys") = false,
+  "Loads and checks a ds_config (ConfigError on anything the engine would refuse to load).");
+
+  py::class_<PyEngine, std::shared_ptr<PyEngine>>(m, "Engine")
+      .def("backward", [](PyEngine& e, const at::Tensor& loss) {
+        py::gil_scoped_release no_gil;   // autograd calls back into Python (checkpointing, hooks) on its own
+        e.get().backward(loss);
+      })
+      .def("step", [](PyEngine& e) {
+        py::gil_scoped_release no_gil;
+        e.get().step();
+      })
+      .def("is_gradient_accumulation_boundary", [](PyEngine& e) { return e.get().is_gradient_accumulation_boundary(); })
+      .def("zero_grad", [](PyEngine& e) { e.get().zero_grad(); })
+      .def("get_lr", [](PyEngine& e) { return e.get().get_lr(); })
+      .def("set_lr", [](PyEngine& e, const std::vector<double>& lrs) { e.get().set_lr(lrs); })
+      .def("global_steps", [](PyEngine& e) { return e.get().global_steps(); })
+      .def("global_samples", [](PyEngine& e) { return e.get().global_samples(); })
+      .def("skipped_steps", [](PyEngine& e) { return e.get().skipped_steps(); })
+      .def("micro_steps", [](PyEngine& e) { return e.get().micro_steps(); })
+      .def("loss_scale", [](PyEngine& e) { return e.get().loss_scale(); })
+      .def("get_global_grad_norm", [](PyEngine& e) { return e.get().get_global_grad_norm(); })
+      .def("model_dtype", [](PyEngine& e) { return scalar_name(e.get().model_dtype()); })
+      .def("device", [](PyEngine& e) { return e.get().device().str(); })
+      .def("rank", [](PyEngine& e) { return e.get().comm().rank(); })
+      .def("world_size", [](PyEngine& e) { return e.get().comm().world_size(); })
+      .def("backend", [](PyEngine& e) { return comm::to_string(e.get().comm().backend()); })
+      .def("resolved_config", [](PyEngine& e) { return resolved(e.get().config()); })
+      .def("effective_config_table", [](PyEngine& e) { return config::effective_table(e.get().config()); })
+      .def("model_state_bytes", [](PyEngine& e) { return state_bytes(e.get().model_state_bytes()); })
+      .def("no_sync", [](PyEngine& e) { return std::make_unique<NoSyncScope>(e.get()); })
+      .def("gathered_parameters",
+           [](PyEngine& e, std::vector<at::Tensor> params, std::optional<int> modifier_rank) {
+             py::gil_scoped_release no_gil;
+             return std::make_unique<GatherScope>(e.get(), std::move(params), modifier_rank);
+           })
+      .def("consolidated_16bit_state_dict", [](PyEngine& e) {
+        py::gil_scoped_release no_gil;
+        return e.get().consolidated_16bit_state_dict();
+      })
+      .def("save_checkpoint",
+           [](PyEngine& e, const std::string& save_dir, const std::string& tag, const std::string& client_state_json,
+              bool save_latest) {
+             const auto client_state = config::Json::parse(client_state_json);
+             py::gil_scoped_release no_gil;
+             e.get().save_checkpoint(save_dir, tag, client_state, save_latest);
+           })
+      .def("load_checkpoint",
+           [](PyEngine& e, const std::string& load_dir, const std::string& tag, bool load_module_strict,
+              bool load_optimizer_states, bool load_lr_scheduler_states, bool load_module_only) -> py::object {
+             CheckpointLoadOptions options;
+             options.load_module_strict = load_module_strict;
+             options.load_optimizer_states = load_optimizer_states;
+             options.load_lr_scheduler_states = load_lr_scheduler_states;
+             options.load_module_only = load_module_only;
+             std::optional<LoadedCheckpoint> loaded;
+             {
+               py::gil_scoped_release no_gil;
+               loaded = e.get().load_checkpoint(load_dir, tag, options);
+             }
+             if (!loaded) return py::none();
+             return py::make_tuple(loaded->path, json_to_python(loaded->client_state.dump()));
+           })
+      .def("save_16bit_model", [](PyEngine& e, const std::string& save_dir, const std::string& filename) {
+        py::gil_scoped_release no_gil;
+        return e.get().save_16bit_model(save_dir, filename);
+      })
+      .def("destroy", [](PyEngine& e) {
+        py::gil_scoped_release no_gil;
+        e.engine.reset();
+      });
+
+  // The model arrives as its mirror; the groups as (name, params, lr or None, weight_decay or None).
+  m.def(
+      "initialize",
+      [](std::shared_ptr<Mirror> model, const std::string& config_json, const std::string& origin,
+         const std::vector<std::tuple<std::string, std::vector<at::Tensor>, std::optional<double>,
+                                      std::optional<double>>>& groups) {
+        config::LoadOptions load;
+        load.origin = origin;
+        Config config = Config::from_string(config_json, load);
+        InitOptions options;
+        for (const auto& [name, params, lr, wd] : groups) options.param_groups.push_back({name, params, lr, wd});
+        auto engine = std::make_shared<PyEngine>();
+        engine->model = model;
+        py::gil_scoped_release no_gil;   // the rendezvous waits for the other ranks
+        engine->engine.emplace(zerotrain::initialize(model->module, std::move(config), std::move(options)));
+        return engine;
+      },
+      py::arg("model"), py::arg("config_json"), py::arg("origin"), py::arg("groups"));
+}
+
+}  // namespace zerotrain::python

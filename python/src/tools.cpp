@@ -1,0 +1,135 @@
+// What the Python package needs besides the engine: DeepSpeed's estimators (the C++ ones,
+// digit for digit), reading a checkpoint into tensors and consolidating it (the streaming
+// C++ reader), the manifest, and config checking.
+#include "bindings.h"
+
+#include "zerotrain/checkpoint/consolidate.h"
+#include "zerotrain/checkpoint/locate.h"
+#include "zerotrain/checkpoint/reader.h"
+#include "zerotrain/comm/rendezvous.h"
+#include "zerotrain/core/error.h"
+#include "zerotrain/estimate/deepspeed_estimator.h"
+
+namespace zerotrain::python {
+namespace {
+
+namespace ckpt = checkpoint;
+
+at::ScalarType to_scalar(ckpt::Dtype d) {
+  switch (d) {
+    case ckpt::Dtype::kBool: return at::kBool;
+    case ckpt::Dtype::kU8: return at::kByte;
+    case ckpt::Dtype::kI8: return at::kChar;
+    case ckpt::Dtype::kI16: return at::kShort;
+    case ckpt::Dtype::kI32: return at::kInt;
+    case ckpt::Dtype::kI64: return at::kLong;
+    case ckpt::Dtype::kF16: return at::kHalf;
+    case ckpt::Dtype::kBF16: return at::kBFloat16;
+    case ckpt::Dtype::kF32: return at::kFloat;
+    case ckpt::Dtype::kF64: return at::kDouble;
+  }
+  ZT_INTERNAL_ASSERT(false, "unknown checkpoint dtype");
+}
+
+ckpt::Dtype output_dtype(const std::string& name) {
+  if (name == "fp32") return ckpt::Dtype::kF32;
+  if (name == "bf16") return ckpt::Dtype::kBF16;
+  if (name == "fp16") return ckpt::Dtype::kF16;
+  throw UsageError("dtype " + name + ": give \"fp32\", \"bf16\" or \"fp16\" (the dtype the parameters are returned in)");
+}
+
+// Every tensor of a tag by name (parameters whole in `dtype`, frozen ones too, buffers as
+// saved), read one at a time through the checked reader.
+std::vector<std::pair<std::string, at::Tensor>> read_state_dict(const std::string& dir, const std::string& tag,
+                                                                const std::string& dtype) {
+  const ckpt::LocatedTag located = ckpt::locate_tag(dir, tag);
+  ckpt::CheckpointReader reader(located.tag_dir);
+  ckpt::ConsolidateOptions options;
+  options.dtype = output_dtype(dtype);
+  const auto plan = ckpt::plan_consolidation(reader.manifest(), options, (located.tag_dir / "manifest.json").string());
+  ckpt::check_plan_pieces(reader, plan);
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& t : plan.tensors) {
+    at::Tensor saved = at::empty(t.shape, at::TensorOptions().dtype(to_scalar(t.saved)));
+    ckpt::read_planned_tensor(reader, t, static_cast<char*>(saved.data_ptr()));
+    out.emplace_back(t.name, t.dtype == t.saved ? saved : saved.to(to_scalar(t.dtype)));
+  }
+  return out;
+}
+
+}  // namespace
+
+void bind_tools(py::module_& m) {
+  m.def("rendezvous_from_env", [] {
+    const comm::RendezvousInfo r = comm::rendezvous_from_env();
+    py::dict d;
+    d["source"] = comm::to_string(r.source);
+    d["rank"] = r.rank;
+    d["world_size"] = r.world_size;
+    d["local_rank"] = r.local_rank;
+    d["local_world_size"] = r.local_world_size;
+    d["master_addr"] = r.master_addr;
+    d["master_port"] = r.master_port;
+    return d;
+  }, "Where this process is in its job, read from the launcher's environment as the engine reads it.");
+  m.def("zero2_report", [](double total_params, int64_t gpus_per_node, int64_t nodes, double buffer_factor) {
+    return estimate::zero2_report(total_params, {gpus_per_node, nodes, buffer_factor});
+  });
+  m.def("zero3_report", [](double total_params, double largest_layer, int64_t gpus_per_node, int64_t nodes,
+                           double buffer_factor) {
+    return estimate::zero3_report(total_params, largest_layer, {gpus_per_node, nodes, buffer_factor});
+  });
+  m.def("zero2_mem_needs", [](double total_params, int64_t gpus_per_node, int64_t nodes, double buffer_factor,
+                              bool cpu_offload) {
+    const auto n = estimate::zero2_mem_needs(total_params, {gpus_per_node, nodes, buffer_factor}, cpu_offload);
+    return py::make_tuple(n.cpu_bytes, n.gpu_bytes);
+  });
+  m.def("zero3_mem_needs", [](double total_params, double largest_layer, int64_t gpus_per_node, int64_t nodes,
+                              double buffer_factor, bool cpu_offload, bool cpu_offload_params, bool zero_init) {
+    const auto n = estimate::zero3_mem_needs(total_params, largest_layer, {gpus_per_node, nodes, buffer_factor},
+                                             cpu_offload, cpu_offload_params, zero_init);
+    return py::make_tuple(n.cpu_bytes, n.gpu_bytes);
+  });
+
+  m.def("read_state_dict", [](const std::string& dir, const std::string& tag, const std::string& dtype) {
+    py::gil_scoped_release no_gil;
+    return read_state_dict(dir, tag, dtype);
+  }, py::arg("checkpoint_dir"), py::arg("tag") = "", py::arg("dtype") = "fp32");
+  m.def("consolidate", [](const std::string& dir, const std::string& out_dir, const std::string& tag,
+                          const std::string& dtype, int64_t max_shard_bytes) {
+    std::vector<std::string> files;
+    {
+      py::gil_scoped_release no_gil;
+      const ckpt::LocatedTag located = ckpt::locate_tag(dir, tag);
+      ckpt::CheckpointReader reader(located.tag_dir);
+      ckpt::ConsolidateOptions options;
+      options.dtype = output_dtype(dtype);
+      options.max_shard_bytes = max_shard_bytes;
+      ZT_CHECK(max_shard_bytes >= 1, UsageError, "max_shard_size ", max_shard_bytes, ": give a positive size in bytes");
+      for (const auto& f : ckpt::consolidate(reader, out_dir, options).files) files.push_back(f.string());
+    }
+    return files;
+  });
+  m.def("read_manifest", [](const std::string& dir, const std::string& tag) {
+    std::string text;
+    {
+      py::gil_scoped_release no_gil;
+      const ckpt::LocatedTag located = ckpt::locate_tag(dir, tag);
+      ckpt::CheckpointReader reader(located.tag_dir);
+      const auto& man = reader.manifest();
+      config::Json j;
+      j["tag_dir"] = located.tag_dir.string();
+      j["tag"] = located.tag;
+      j["world_size"] = man.world_size;
+      j["zero_stage"] = man.zero_stage;
+      j["model_dtype"] = man.model_dtype;
+      j["client_state"] = man.client_state;
+      j["frozen"] = config::Json::array();
+      for (const auto& f : man.frozen) j["frozen"].push_back(f.name);
+      text = j.dump();
+    }
+    return json_to_python(text);
+  }, py::arg("checkpoint_dir"), py::arg("tag") = "");
+}
+
+}  // namespace zerotrain::python

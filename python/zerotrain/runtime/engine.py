@@ -1,0 +1,338 @@
+"""DeepSpeed's engine over the C++ one (python/src/engine.cpp): the same names, arguments and
+return values as deepspeed.runtime.engine.DeepSpeedEngine for what a training script calls.
+The engine is an nn.Module whose child `module` is the user's model; the model's own
+parameters become views of the C++ engine's flat buffers (no copies)."""
+
+import json
+import weakref
+
+import torch
+
+from .. import config as _config
+from .._ext import _C
+from ..errors import ConfigError, UsageError
+from . import mirror as _mirror
+from .optimizer import EngineLRScheduler, EngineOptimizer, optimizer_block
+from .zero import hooks as _hooks
+
+# Reserved client_state key: the names under which a tied parameter also appears in the
+# model's state_dict (zero_to_fp32 adds them back, as DeepSpeed's "shared_params").
+SHARED_PARAMS_KEY = "__zerotrain_shared_params__"
+
+_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _param_groups(model, optimizer, model_parameters):
+    """The engine's groups as (name, params, lr or None, weight_decay or None)."""
+    if optimizer is not None:
+        source = optimizer.param_groups
+    elif model_parameters is not None:
+        source = list(model_parameters)
+        if source and isinstance(source[0], dict):
+            pass
+        else:
+            source = [{"params": source}]
+    else:
+        source = [{"params": list(model.parameters())}]
+    groups = []
+    for i, g in enumerate(source):
+        if not isinstance(g, dict) or "params" not in g:
+            raise UsageError("[usage] model_parameters: give a list of tensors or a list of dicts with \"params\" "
+                             "(torch.optim's parameter groups)")
+        params = g["params"]
+        params = [params] if isinstance(params, torch.Tensor) else list(params)
+        lr = g.get("lr")
+        wd = g.get("weight_decay")
+        groups.append((f"group {i}", params, None if lr is None else float(lr), None if wd is None else float(wd)))
+    return groups
+
+
+def _shared_names(model):
+    """{first name: [other names]} of parameters registered under more than one name."""
+    first = {}
+    shared = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in first:
+            shared.setdefault(first[id(p)], []).append(name)
+        else:
+            first[id(p)] = name
+    return shared
+
+
+def _training_device(model):
+    """DeepSpeed moves the model to its rank's accelerator; the engine trains where the
+    parameters are, so: a model already on a GPU stays; a CPU model goes to LOCAL_RANK's GPU
+    when GPUs are visible and the job does not ask for the CPU (ZEROTRAIN_DEVICE=cpu)."""
+    import os
+    try:
+        current = next(model.parameters()).device
+    except StopIteration:
+        return None
+    if current.type != "cpu":
+        return None
+    want = os.environ.get("ZEROTRAIN_DEVICE", "auto")
+    if want == "cpu" or not torch.cuda.is_available():
+        return None
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+
+
+class DeepSpeedEngine(torch.nn.Module):
+    """What deepspeed.initialize returns first. Call it as the model, then backward(loss)
+    and step() for every micro-batch."""
+
+    def __init__(self, args=None, model=None, optimizer=None, model_parameters=None, training_data=None,
+                 lr_scheduler=None, config=None, config_params=None, collate_fn=None):
+        super().__init__()
+        if model is None:
+            raise UsageError("[usage] deepspeed.initialize: model is required (an nn.Module)")
+        if not isinstance(model, torch.nn.Module):
+            raise UsageError(f"[usage] deepspeed.initialize: model must be a torch.nn.Module, not "
+                             f"{type(model).__name__}")
+        if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer) and callable(optimizer):
+            # DeepSpeed accepts a callable that builds the optimizer from the parameters.
+            optimizer = optimizer(model_parameters if model_parameters is not None else model.parameters())
+        text, origin = _config.config_source(args, config, config_params)
+        cfg = json.loads(text)
+        if optimizer is not None:
+            if "optimizer" in cfg:
+                raise ConfigError("[config] both the config's \"optimizer\" block and a client optimizer were given; "
+                                  "keep one of them")
+            cfg["optimizer"] = optimizer_block(optimizer)
+        if lr_scheduler is not None and "scheduler" in cfg:
+            raise ConfigError("[config] both the config's \"scheduler\" block and a client lr_scheduler were given; "
+                              "keep one of them")
+        text = json.dumps(cfg)
+        early = _config.load(text, origin)   # ConfigError before the model is touched
+
+        self.module = model
+        dtype = torch.bfloat16 if early["bf16"] else torch.float16 if early["fp16"] else None
+        with torch.no_grad():
+            device = _training_device(model)
+            if device is not None:
+                model.to(device)
+            # As DeepSpeed's engine calls module.half() or .bfloat16(): floating parameters and
+            # buffers (persistent or not) in the training dtype.
+            if dtype is not None:
+                model.to(dtype)
+        stage3 = early["zero_stage"] == 3
+        self._mirror = _mirror.MirroredModel(model, stage3)
+        groups = _param_groups(model, optimizer, model_parameters)
+        self._shared = _shared_names(model)
+        self._engine = _C.initialize(self._mirror.root, text, origin, groups)
+        self._resolved = self._engine.resolved_config()
+        self._hook_handles = _hooks.install(self._mirror.units) if stage3 else []
+        for p in model.parameters():
+            p._zt_engine = weakref.ref(self)
+
+        # What initialize returns besides the engine.
+        self._client_optimizer = optimizer
+        opt_groups = optimizer.param_groups if optimizer is not None else [
+            {"params": g[1], "lr": lr} for g, lr in zip(groups, self._engine.get_lr())]
+        defaults = dict(optimizer.defaults) if optimizer is not None else {"lr": self._engine.get_lr()[0]}
+        self.optimizer = EngineOptimizer(self, opt_groups, defaults)
+        if lr_scheduler is not None and not hasattr(lr_scheduler, "step") and callable(lr_scheduler):
+            lr_scheduler = lr_scheduler(self.optimizer)   # DeepSpeed: a callable of the optimizer
+        self._client_scheduler = lr_scheduler
+        if lr_scheduler is not None:
+            self.lr_scheduler = lr_scheduler
+        elif self._resolved["has_scheduler"]:
+            self.lr_scheduler = EngineLRScheduler(self)
+        else:
+            self.lr_scheduler = None
+        self.training_dataloader = self.deepspeed_io(training_data, collate_fn=collate_fn) \
+            if training_data is not None else None
+
+    # --- running the model ----------------------------------------------------------------
+    def forward(self, *args, **kwargs):
+        if self._resolved["fp16_auto_cast"]:
+            args = tuple(a.half() if torch.is_tensor(a) and a.is_floating_point() else a for a in args)
+            kwargs = {k: v.half() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in kwargs.items()}
+        return self.module(*args, **kwargs)
+
+    def backward(self, loss, retain_graph=False, scale_wrt_gas=True):
+        """Backward of loss / gradient_accumulation_steps (times the loss scale in fp16);
+        gradient buckets are reduced while it runs. Returns the loss, as DeepSpeed's does."""
+        if retain_graph:
+            raise UsageError("[usage] engine.backward(retain_graph=True) is not supported: the engine frees each "
+                             "gradient as soon as it is reduced")
+        if not scale_wrt_gas:
+            raise UsageError("[usage] engine.backward(scale_wrt_gas=False) is not supported: the engine divides the "
+                             "loss by gradient_accumulation_steps, as DeepSpeed does by default")
+        self._engine.backward(loss)
+        return loss
+
+    def step(self, lr_kwargs=None):
+        """Counts the micro-step; at the accumulation boundary clips, steps the optimizer and
+        the schedule (a skipped fp16 step steps neither)."""
+        boundary = self._engine.is_gradient_accumulation_boundary()
+        if boundary and not self._resolved["has_scheduler"]:
+            # A torch schedule sets the groups' "lr"; the engine takes them now.
+            self._engine.set_lr([float(g["lr"]) for g in self.optimizer.param_groups])
+        skipped_before = self._engine.skipped_steps()
+        self._engine.step()
+        if not boundary:
+            return
+        stepped = self._engine.skipped_steps() == skipped_before
+        if self._client_scheduler is not None and stepped:
+            self._client_scheduler.step(**(lr_kwargs or {}))
+        if self._resolved["has_scheduler"]:
+            for g, lr in zip(self.optimizer.param_groups, self._engine.get_lr()):
+                g["lr"] = lr
+
+    def zero_grad(self, set_to_none=True):
+        self._engine.zero_grad()
+
+    def no_sync(self):
+        """DDP's no_sync: backward accumulates locally and reduces nothing (stages 0-1)."""
+        return _NoSync(self._engine)
+
+    # --- state ----------------------------------------------------------------------------
+    @property
+    def global_steps(self):
+        return self._engine.global_steps()
+
+    @property
+    def global_samples(self):
+        return self._engine.global_samples()
+
+    @property
+    def micro_steps(self):
+        return self._engine.micro_steps()
+
+    @property
+    def skipped_steps(self):
+        return self._engine.skipped_steps()
+
+    @property
+    def loss_scale(self):
+        return self._engine.loss_scale()
+
+    @property
+    def global_rank(self):
+        return self._engine.rank()
+
+    @property
+    def world_size(self):
+        return self._engine.world_size()
+
+    @property
+    def dp_world_size(self):
+        return self._engine.world_size()
+
+    @property
+    def local_rank(self):
+        return _C.rendezvous_from_env()["local_rank"]
+
+    @property
+    def device(self):
+        return torch.device(self._engine.device())
+
+    def get_lr(self):
+        return self._engine.get_lr()
+
+    def get_global_grad_norm(self):
+        return self._engine.get_global_grad_norm()
+
+    def gradient_accumulation_steps(self):
+        return self._resolved["gradient_accumulation_steps"]
+
+    def train_batch_size(self):
+        return self._resolved["train_batch_size"]
+
+    def train_micro_batch_size_per_gpu(self):
+        return self._resolved["train_micro_batch_size_per_gpu"]
+
+    def is_gradient_accumulation_boundary(self):
+        return self._engine.is_gradient_accumulation_boundary()
+
+    def zero_optimization_stage(self):
+        return self._resolved["zero_stage"]
+
+    def zero_optimization(self):
+        return self._resolved["zero_stage"] > 0
+
+    def fp16_enabled(self):
+        return self._resolved["fp16"]
+
+    def bfloat16_enabled(self):
+        return self._resolved["bf16"]
+
+    def gradient_clipping(self):
+        return self._resolved["gradient_clipping"]
+
+    def was_step_applied(self):
+        return self._last_step_applied if hasattr(self, "_last_step_applied") else True
+
+    def model_state_bytes(self):
+        """The bytes this rank holds for parameters, gradients, optimizer states, master
+        weights and buffers (zerotrain's; docs/python.md)."""
+        return self._engine.model_state_bytes()
+
+    # --- data -----------------------------------------------------------------------------
+    def deepspeed_io(self, dataset, batch_size=None, route=None, pin_memory=True, data_sampler=None,
+                     collate_fn=None, num_local_io_workers=None):
+        """A DataLoader of micro-batches over this rank's share of `dataset`
+        (DistributedSampler), as DeepSpeed's."""
+        from torch.utils.data import DataLoader, DistributedSampler
+        if data_sampler is None:
+            data_sampler = DistributedSampler(dataset, num_replicas=self.dp_world_size, rank=self.global_rank)
+        return DataLoader(dataset, batch_size=batch_size or self.train_micro_batch_size_per_gpu(),
+                          sampler=data_sampler, collate_fn=collate_fn, num_workers=num_local_io_workers or 0,
+                          drop_last=False)
+
+    # --- checkpoints ----------------------------------------------------------------------
+    def save_checkpoint(self, save_dir, tag=None, client_state={}, save_latest=True, exclude_frozen_parameters=False):
+        """Every rank must call it. `<save_dir>/<tag>` appears whole or not at all; `latest`
+        moves only when every rank has written. client_state must be JSON (nothing is
+        pickled). Returns True, as DeepSpeed's."""
+        state = dict(client_state or {})
+        if self._shared:
+            state[SHARED_PARAMS_KEY] = self._shared
+        try:
+            text = json.dumps(state)
+        except (TypeError, ValueError) as e:
+            raise UsageError(f"[usage] save_checkpoint: client_state must be JSON-serialisable (zerotrain never "
+                             f"pickles: a checkpoint cannot run code when loaded): {e}") from None
+        self._engine.save_checkpoint(str(save_dir), "" if tag is None else str(tag), text, bool(save_latest))
+        return True
+
+    def load_checkpoint(self, load_dir, tag=None, load_module_strict=True, load_optimizer_states=True,
+                        load_lr_scheduler_states=True, load_module_only=False, custom_load_fn=None):
+        """Loads `<load_dir>/<tag>` (tag None: the one `latest` names) at any world size and
+        stage. Returns (path, client_state), or (None, None) when there is no `latest`."""
+        loaded = self._engine.load_checkpoint(str(load_dir), "" if tag is None else str(tag), load_module_strict,
+                                              load_optimizer_states, load_lr_scheduler_states, load_module_only)
+        if loaded is None:
+            return None, None
+        path, client_state = loaded
+        client_state.pop(SHARED_PARAMS_KEY, None)
+        if self._resolved["has_scheduler"]:
+            for g, lr in zip(self.optimizer.param_groups, self._engine.get_lr()):
+                g["lr"] = lr
+        return path, client_state
+
+    def save_16bit_model(self, save_dir, save_filename="pytorch_model.safetensors", exclude_frozen_parameters=False):
+        """Rank 0 writes the whole model in its training dtype as safetensors. At stage 3
+        only with stage3_gather_16bit_weights_on_model_save (returns False otherwise)."""
+        return self._engine.save_16bit_model(str(save_dir), save_filename)
+
+    def destroy(self):
+        """Detaches the engine from the model and frees its buffers."""
+        for h in self._hook_handles:
+            h.remove()
+        self._hook_handles = []
+        self._engine.destroy()
+
+
+class _NoSync:
+    def __init__(self, engine):
+        self._engine = engine
+        self._scope = None
+
+    def __enter__(self):
+        self._scope = self._engine.no_sync()
+        return self
+
+    def __exit__(self, *exc):
+        self._scope = None
+        return False

@@ -1,0 +1,69 @@
+"""One rank of a parity run: a DeepSpeed training script with `import zerotrain as
+deepspeed`. Writes this rank's per-step losses (mean over its micro-steps), the engine's
+gradient norms, and on rank 0 the final weights (gathered) to --out."""
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import models  # noqa: E402
+
+import zerotrain as deepspeed  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="toy")
+    ap.add_argument("--stage", type=int, default=0)
+    ap.add_argument("--accum", type=int, default=1)
+    ap.add_argument("--micro", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--dtype", default="fp32")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--save", default=None, help="save a checkpoint here at the end")
+    ap.add_argument("--load", default=None, help="load this checkpoint first, then train --steps more")
+    ap.add_argument("--start_step", type=int, default=0, help="the global step the data starts at")
+    deepspeed.add_config_arguments(ap)
+    args = ap.parse_args()
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    model = models.build(args.model)
+    cfg = models.config(args.stage, args.accum, args.micro, world, args.dtype)
+    engine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
+    if args.load:
+        path, client = engine.load_checkpoint(args.load)
+        assert path is not None, "nothing loaded"
+    total_steps = args.start_step + args.steps
+    x, y = models.batches(total_steps * world * args.accum * args.micro)
+    losses, norms = [], []
+    for s in range(args.start_step, total_steps):
+        step_loss = 0.0
+        for a in range(args.accum):
+            bx, by = models.micro_batch(x, y, s, world, args.accum, args.micro, rank, a)
+            loss = engine(bx, by)
+            engine.backward(loss)
+            engine.step()
+            step_loss += loss.item() / args.accum
+        losses.append(step_loss)
+        norms.append(engine.get_global_grad_norm())
+    if args.save:
+        engine.save_checkpoint(args.save, client_state={"losses": losses})
+    state = {}
+    with deepspeed.zero.GatheredParameters(list(model.parameters())):
+        if rank == 0:
+            state = {k: v.detach().float().tolist() for k, v in model.state_dict().items()}
+    result = {"rank": rank, "world": world, "losses": losses, "norms": norms, "state": state,
+              "global_steps": engine.global_steps, "micro_steps": engine.micro_steps,
+              "global_samples": engine.global_samples, "stage": engine.zero_optimization_stage(),
+              "state_bytes": engine.model_state_bytes()}
+    with open(f"{args.out}.rank{rank}.json", "w") as f:
+        json.dump(result, f)
+
+
+if __name__ == "__main__":
+    main()
