@@ -60,13 +60,14 @@ def build(name, seed=1234):
     if name == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
         cfg = GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=4, resid_pdrop=0.0,
-                         embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+                         embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False, bos_token_id=0,
+                         eos_token_id=0)
         return HFWrapper(GPT2LMHeadModel(cfg))
     if name == "llama":
         from transformers import LlamaConfig, LlamaForCausalLM
         cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=SEQ,
-                          use_cache=False, tie_word_embeddings=False)
+                          use_cache=False, tie_word_embeddings=False, bos_token_id=0, eos_token_id=0)
         return HFWrapper(LlamaForCausalLM(cfg))
     raise ValueError(name)
 

@@ -174,7 +174,13 @@ class DeepSpeedEngine(torch.nn.Module):
             return
         stepped = self._engine.skipped_steps() == skipped_before
         if self._client_scheduler is not None and stepped:
+            # The engine stepped in the optimizer's place: tell torch's schedule so (it warns
+            # about a schedule stepped before its optimizer otherwise).
+            sched_opt = getattr(self._client_scheduler, "optimizer", None)
+            if sched_opt is not None:
+                sched_opt._opt_called = True
             self._client_scheduler.step(**(lr_kwargs or {}))
+            self._engine.set_lr([float(g["lr"]) for g in self.optimizer.param_groups])
         if self._resolved["has_scheduler"]:
             for g, lr in zip(self.optimizer.param_groups, self._engine.get_lr()):
                 g["lr"] = lr
