@@ -62,7 +62,7 @@ def test_resume_at_another_world_size_and_stage(ranks, tmp_path, saved, resumed)
     assert set(on_disk) == set(state) - {"head.weight"}
     fresh = models.build("toy", seed=7)
     missing, unexpected = fresh.load_state_dict(on_disk, strict=False)
-    assert missing == [] and unexpected == []   # head.weight is embed.weight: loading one sets both
+    assert missing == ["head.weight"] and unexpected == []   # it is embed.weight: loading one sets both
     assert torch.equal(fresh.head.weight, state["embed.weight"])
 
     # The C++ command reads the Python checkpoint.
@@ -75,8 +75,8 @@ def test_resume_at_another_world_size_and_stage(ranks, tmp_path, saved, resumed)
 def test_python_reads_a_checkpoint_the_command_saved(tmp_path):
     zt = os.path.join(os.path.dirname(zerotrain.__file__), "_bin", "zerotrain")
     cfg = tmp_path / "ds.json"
-    cfg.write_text('{"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2}, '
-                   '"optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}')
+    cfg.write_text('{"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}, '
+                   '"optimizer": {"type": "AdamW", "params": {"lr": "auto"}}}')
     out = tmp_path / "out"
     proc = subprocess.run([zt, "train", "--model", "mlp", "--model_config", "n_in=8,n_hidden=16,n_layer=2,n_out=4",
                            "--dataset", "synthetic", "--deepspeed", str(cfg), "--max_steps", "3", "--output_dir",
