@@ -14,6 +14,8 @@ void bind_errors(py::module_& m);
 void bind_mirror(py::module_& m);
 // initialize, the Engine, GatheredParameters, ZeroInit (engine.cpp).
 void bind_engine(py::module_& m);
+// zero.Init's parameter cutter (zero_init.cpp).
+void bind_zero_init(py::module_& m);
 // The estimators, checkpoint reading and consolidation, config checking, facts (tools.cpp).
 void bind_tools(py::module_& m);
 

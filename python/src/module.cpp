@@ -19,5 +19,6 @@ PYBIND11_MODULE(_C, m) {
   zerotrain::python::bind_errors(m);
   zerotrain::python::bind_mirror(m);
   zerotrain::python::bind_engine(m);
+  zerotrain::python::bind_zero_init(m);
   zerotrain::python::bind_tools(m);
 }

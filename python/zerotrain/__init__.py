@@ -36,7 +36,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
                                 "zerotrain trains data-parallel with ZeRO")
     engine = DeepSpeedEngine(args=args, model=model, optimizer=optimizer, model_parameters=model_parameters,
                              training_data=training_data, lr_scheduler=lr_scheduler, config=config,
-                             config_params=config_params, collate_fn=collate_fn)
+                             config_params=config_params, collate_fn=collate_fn,
+                             dist_init_required=dist_init_required)
     return engine, engine.optimizer, engine.training_dataloader, engine.lr_scheduler
 
 

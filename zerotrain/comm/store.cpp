@@ -14,16 +14,30 @@
 #include <mutex>
 #include <thread>
 
+#include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
 
 namespace zerotrain::comm::detail {
 
+namespace {
+
+// Whether another process already serves the store at the address: torchrun's agent (which
+// says so with TORCHELASTIC_USE_AGENT_STORE=True), or torch.distributed initialised first in
+// rank 0's process (the Python package sets ZEROTRAIN_STORE_SERVED=1). Rank 0 then connects
+// like the others instead of failing to listen on a port in use.
+bool store_served_elsewhere() {
+  return env::get("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True" ||
+         env::get("ZEROTRAIN_STORE_SERVED").value_or("") == "1";
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Store> connect_store(const StoreAddress& address, int rank, int world_size,
                                               std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(address.port);
-  options.isServer = rank == 0;
+  options.isServer = rank == 0 && !store_served_elsewhere();
   options.numWorkers = world_size;
   options.waitWorkers = false;
   options.timeout = timeout;

@@ -1,34 +1,62 @@
 """deepspeed.comm, the part a training script calls: where this process is in its job, read
 from the launcher's environment as the engine reads it (zerotrain launch, torchrun, the
-deepspeed launcher, Slurm, mpirun), and init_distributed."""
+deepspeed launcher, Slurm, mpirun), and init_distributed, which makes torch.distributed
+usable as DeepSpeed's does."""
 
+import datetime
 import os
+
+import torch
 
 from .._ext import _C
 from ..errors import ConfigError
 
-_backend = None
+_BACKENDS = ("gloo", "mpi", "nccl", "ccl")
+
+
+def _share_torch_store():
+    """torch.distributed's default store, when it is the TCP store at MASTER_ADDR:MASTER_PORT
+    served by rank 0's process, is where the engine meets the other ranks too: it connects to
+    it instead of serving a second one on the same port."""
+    if not torch.distributed.is_initialized():
+        return
+    store = torch.distributed.distributed_c10d._get_default_store()
+    while isinstance(store, torch.distributed.PrefixStore):   # the default group's prefixes
+        store = store.underlying_store
+    port = os.environ.get("MASTER_PORT")
+    if isinstance(store, torch.distributed.TCPStore) and port is not None and store.port == int(port):
+        os.environ["ZEROTRAIN_STORE_SERVED"] = "1"
 
 
 def init_distributed(dist_backend=None, auto_mpi_discovery=True, distributed_port=29500, verbose=True,
-                     timeout=None, init_method=None, dist_init_required=None, config=None, rank=-1, world_size=-1):
-    """Checks the launcher's environment and records the backend. The engine joins the job
-    when initialize runs (its rendezvous needs the config's "comm" block too)."""
-    global _backend
-    if dist_backend is not None:
-        if dist_backend not in ("gloo", "mpi", "nccl", "ccl"):
-            raise ConfigError(f"[config] init_distributed(dist_backend={dist_backend!r}): give \"gloo\", \"mpi\" or "
-                              "\"nccl\"")
-        _backend = "gloo" if dist_backend == "ccl" else dist_backend
-        os.environ.setdefault("ZEROTRAIN_COMM_BACKEND", _backend)
+                     timeout=datetime.timedelta(minutes=30), init_method=None, dist_init_required=None, config=None,
+                     rank=-1, world_size=-1):
+    """Checks the launcher's environment and, in a job of more than one process, initialises
+    torch.distributed (gloo; nccl where GPUs are) unless the script did, so that its own
+    torch.distributed calls work. The engine joins the same rendezvous store when initialize
+    runs. A single process with no launcher environment needs neither."""
+    if dist_backend is not None and dist_backend not in _BACKENDS:
+        raise ConfigError(f"[config] init_distributed(dist_backend={dist_backend!r}): give \"gloo\", \"mpi\" or "
+                          "\"nccl\"")
     if rank >= 0 and world_size > 0:
         os.environ.setdefault("RANK", str(rank))
         os.environ.setdefault("WORLD_SIZE", str(world_size))
-    _C.rendezvous_from_env()   # ConfigError naming the variable when the environment is inconsistent
+    where = _C.rendezvous_from_env()   # ConfigError naming the variable when the environment is inconsistent
+    if dist_init_required is False or torch.distributed.is_initialized():
+        _share_torch_store()
+        return
+    if where["world_size"] == 1 or not where["master_addr"] or not where["master_port"]:
+        return   # one process, or mpirun without MASTER_ADDR: the engine's own backend only
+    backend = dist_backend if dist_backend in ("gloo", "nccl", "mpi") else \
+        ("nccl" if torch.cuda.is_available() else "gloo")
+    os.environ.setdefault("LOCAL_RANK", str(where["local_rank"]))
+    torch.distributed.init_process_group(backend=backend, init_method=init_method or "env://",
+                                         rank=where["rank"], world_size=where["world_size"], timeout=timeout)
+    _share_torch_store()
 
 
 def is_initialized():
-    return True
+    return torch.distributed.is_initialized() or _C.rendezvous_from_env()["world_size"] == 1
 
 
 def get_rank(group=None):
@@ -45,3 +73,8 @@ def get_local_rank():
 
 def get_global_rank(group=None, group_rank=0):
     return group_rank
+
+
+def barrier(group=None):
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier(group)

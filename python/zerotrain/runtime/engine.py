@@ -8,6 +8,7 @@ import weakref
 
 import torch
 
+from .. import comm as _comm
 from .. import config as _config
 from .._ext import _C
 from ..errors import ConfigError, UsageError
@@ -76,12 +77,44 @@ def _training_device(model):
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
 
 
+def _zero_init_cutter(model, stage):
+    """The zero.Init cutter the model's parameters were cut by, if any."""
+    cutters = {id(c): c for c in (getattr(p, "_zt_cutter", None) for p in model.parameters()) if c is not None}
+    if not cutters:
+        return None
+    if len(cutters) > 1:
+        raise UsageError("[usage] the model was built in two zero.Init scopes; build it in one")
+    if stage != 3:
+        raise ConfigError(f"[config] the model was built under zero.Init, so every rank holds 1/N of its parameters, "
+                          f"but the config asks for ZeRO stage {stage}, which needs them whole; train it at stage 3, "
+                          "or build it without zero.Init")
+    return next(iter(cutters.values()))
+
+
+def _place_and_cast(model, dtype):
+    """As DeepSpeed's engine moves the module to its device and calls .half()/.bfloat16():
+    floating parameters and buffers (persistent or not) in the training dtype. Parameters
+    cut by zero.Init are already in it, and have no memory to convert."""
+    device = _training_device(model)
+    with torch.no_grad():
+        for t in list(model.parameters()) + list(model.buffers()):
+            if getattr(t, "_zt_cutter", None) is not None:
+                continue
+            new = t.data
+            if device is not None and new.device != device:
+                new = new.to(device)
+            if dtype is not None and new.is_floating_point() and new.dtype != dtype:
+                new = new.to(dtype)
+            if new is not t.data:
+                t.data = new
+
+
 class DeepSpeedEngine(torch.nn.Module):
     """What deepspeed.initialize returns first. Call it as the model, then backward(loss)
     and step() for every micro-batch."""
 
     def __init__(self, args=None, model=None, optimizer=None, model_parameters=None, training_data=None,
-                 lr_scheduler=None, config=None, config_params=None, collate_fn=None):
+                 lr_scheduler=None, config=None, config_params=None, collate_fn=None, dist_init_required=None):
         super().__init__()
         if model is None:
             raise UsageError("[usage] deepspeed.initialize: model is required (an nn.Module)")
@@ -91,6 +124,8 @@ class DeepSpeedEngine(torch.nn.Module):
         if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer) and callable(optimizer):
             # DeepSpeed accepts a callable that builds the optimizer from the parameters.
             optimizer = optimizer(model_parameters if model_parameters is not None else model.parameters())
+        # As DeepSpeed's initialize: torch.distributed usable too (and one rendezvous store).
+        _comm.init_distributed(dist_init_required=dist_init_required)
         text, origin = _config.config_source(args, config, config_params)
         cfg = json.loads(text)
         if optimizer is not None:
@@ -105,20 +140,19 @@ class DeepSpeedEngine(torch.nn.Module):
         early = _config.load(text, origin)   # ConfigError before the model is touched
 
         self.module = model
-        dtype = torch.bfloat16 if early["bf16"] else torch.float16 if early["fp16"] else None
-        with torch.no_grad():
-            device = _training_device(model)
-            if device is not None:
-                model.to(device)
-            # As DeepSpeed's engine calls module.half() or .bfloat16(): floating parameters and
-            # buffers (persistent or not) in the training dtype.
-            if dtype is not None:
-                model.to(dtype)
         stage3 = early["zero_stage"] == 3
+        cutter = _zero_init_cutter(model, early["zero_stage"])
+        _place_and_cast(model, torch.bfloat16 if early["bf16"] else torch.float16 if early["fp16"] else None)
         self._mirror = _mirror.MirroredModel(model, stage3)
+        if cutter is not None:
+            # The chunks zero.Init kept go to the engine, which places them (and uses the
+            # communicator they were cut with: one rendezvous).
+            cutter.give_to(self._mirror.units[0][1])
         groups = _param_groups(model, optimizer, model_parameters)
         self._shared = _shared_names(model)
         self._engine = _C.initialize(self._mirror.root, text, origin, groups)
+        if cutter is not None:
+            cutter.restore_unplaced(list(model.parameters()))   # frozen ones: whole again
         self._resolved = self._engine.resolved_config()
         self._hook_handles = _hooks.install(self._mirror.units) if stage3 else []
         for p in model.parameters():

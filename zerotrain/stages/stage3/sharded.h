@@ -44,6 +44,8 @@ class ShardedModule : public torch::nn::Module {
   // engine places them (and drops them).
   const std::shared_ptr<stages::stage3::PreSharded>& presharded() const { return presharded_; }
   void drop_presharded() { presharded_.reset(); }
+  // For models cut elsewhere (the Python zero.Init): their chunks, for the engine to place.
+  void adopt_presharded(std::shared_ptr<stages::stage3::PreSharded> cut) { presharded_ = std::move(cut); }
 
   // For a unit whose forward runs outside C++ (a Python module's forward hooks, python/): the
   // steps of run_unit one at a time. Every enter_forward is followed by one leave_forward,

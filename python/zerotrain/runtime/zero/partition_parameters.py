@@ -1,8 +1,13 @@
 """DeepSpeed's zero.GatheredParameters, zero.register_external_parameter and zero.Init."""
 
+import functools
+import json
+
 import torch
 
-from ...errors import NotSupportedError, UsageError
+from ... import config as _config
+from ..._ext import _C
+from ...errors import UsageError
 
 
 def _engine_of(params):
@@ -32,9 +37,14 @@ class GatheredParameters:
         if not self._enabled or not self._params:
             return self
         engine = _engine_of(self._params)
-        if engine is None:
+        if engine is not None:
+            self._scope = engine._engine.gathered_parameters(self._params, self._modifier_rank)
             return self
-        self._scope = engine._engine.gathered_parameters(self._params, self._modifier_rank)
+        # Cut by zero.Init and not yet given to an engine: whole again until the scope ends.
+        cutter = _cutter_of(self._params)
+        if cutter is not None:
+            cutter.gather(self._params)
+            self._scope = _CutScope(cutter, self._params, self._modifier_rank)
         return self
 
     def __exit__(self, exc_type, exc, tb):
@@ -42,6 +52,22 @@ class GatheredParameters:
         if scope is not None and exc_type is None:
             scope.close()
         return False
+
+
+class _CutScope:
+    def __init__(self, cutter, params, modifier_rank):
+        self._cutter, self._params, self._modifier_rank = cutter, params, modifier_rank
+
+    def close(self):
+        self._cutter.release(self._params, self._modifier_rank)
+
+
+def _cutter_of(params):
+    cutters = {id(c): c for c in (getattr(p, "_zt_cutter", None) for p in params) if c is not None}
+    if len(cutters) > 1:
+        raise UsageError("[usage] GatheredParameters: the parameters were cut by two zero.Init scopes; gather each "
+                         "scope's parameters on their own")
+    return next(iter(cutters.values()), None)
 
 
 def register_external_parameter(module, parameter):
@@ -63,25 +89,126 @@ def unregister_external_parameter(module, parameter):
     module.__dict__["_zt_external_parameters"] = [p for p in registered if p is not parameter]
 
 
-class Init:
-    """DeepSpeed's zero.Init: a model built inside it is never whole on any rank.
 
-    Not yet available from Python: with enabled=True it raises NotSupportedError rather than
-    build the model whole while claiming not to. Build the model normally (initialize shards
-    it at once), or use the C++ zerotrain::ZeroInit."""
+
+# --- zero.Init -------------------------------------------------------------------------------
+# While a scope is open, every nn.Module subclass's __init__ is wrapped: when the outermost
+# __init__ of a module object returns (its subclasses' included), that module's own
+# parameters are cut by the C++ cutter (python/src/zero_init.cpp). A child is cut as soon as
+# it is built, before its parent goes on, so at most one module's parameters are whole.
+
+_active = []        # the open Init scopes, innermost last
+_originals = {}     # class -> its own __init__, while wrapped
+
+
+def _wrap_class(cls):
+    orig = cls.__dict__.get("__init__")
+    if orig is None or getattr(orig, "_zt_wrapped", False) or cls is torch.nn.Module:
+        return
+
+    @functools.wraps(orig)
+    def init(module, *args, **kwargs):
+        depth = module.__dict__.get("_zt_init_depth", 0)
+        module.__dict__["_zt_init_depth"] = depth + 1
+        try:
+            orig(module, *args, **kwargs)
+        finally:
+            module.__dict__["_zt_init_depth"] = depth
+        if depth == 0 and _active:
+            _active[-1]._cut_own(module)
+
+    init._zt_wrapped = True
+    _originals[cls] = orig
+    cls.__init__ = init
+
+
+def _all_module_classes():
+    seen, stack = set(), [torch.nn.Module]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            if sub not in seen:
+                seen.add(sub)
+                stack.append(sub)
+    return seen
+
+
+def _init_subclass(cls, **kwargs):
+    # Classes defined inside the scope are wrapped too.
+    _wrap_class(cls)
+
+
+_had_init_subclass = "__init_subclass__" in torch.nn.Module.__dict__
+_module_init_subclass = torch.nn.Module.__dict__.get("__init_subclass__")
+
+
+def _patch():
+    for cls in _all_module_classes():
+        _wrap_class(cls)
+    torch.nn.Module.__init_subclass__ = classmethod(_init_subclass)
+
+
+def _unpatch():
+    for cls, orig in _originals.items():
+        cls.__init__ = orig
+    _originals.clear()
+    if _had_init_subclass:
+        torch.nn.Module.__init_subclass__ = _module_init_subclass
+    else:
+        del torch.nn.Module.__init_subclass__
+
+
+class Init:
+    """DeepSpeed's zero.Init: a model built inside the scope is never whole on any rank. As
+    each module finishes its __init__, its own parameters keep their shape and dtype (the
+    config's training dtype) but no memory, and this rank keeps its 1/N of them (rank 0's
+    values). deepspeed.initialize then places them at ZeRO stage 3 without gathering the
+    model. Every rank must build the same model. To change weights after their module was
+    built (tying aside), open zero.GatheredParameters(params, modifier_rank=0) around the
+    change. `module=`: cut an already built model now."""
 
     def __init__(self, module=None, data_parallel_group=None, mem_efficient_linear=True, remote_device=None,
                  pin_memory=False, config_dict_or_path=None, config=None, enabled=True, dtype=None, mpu=None,
                  **kwargs):
         self._enabled = enabled
+        self._config = config_dict_or_path if config_dict_or_path is not None else config
+        self._cutter = None
+        if module is not None and enabled:
+            self._start()
+            for m in module.modules():
+                self._cut_own(m)
+
+    def _start(self):
+        if self._cutter is not None:
+            return
+        from ... import comm as _comm
+        _comm.init_distributed()   # torch.distributed first: the cutter then shares its store
+        if self._config is None:
+            text, origin = json.dumps({"zero_optimization": {"stage": 3}}), "<zero.Init default config>"
+        else:
+            text, origin = _config.config_source(config=self._config)
+        self._cutter = _C.ParamCutter(text, origin)   # joins the job (ConfigError unless stage 3)
+
+    def _cut_own(self, module):
+        params = [p for p in module._parameters.values() if p is not None and getattr(p, "_zt_cutter", None) is None]
+        if not params:
+            return
+        self._cutter.cut(params)
+        for p in params:
+            p._zt_cutter = self._cutter
 
     def __enter__(self):
-        if self._enabled:
-            raise NotSupportedError(
-                "[not supported] zerotrain.zero.Init is not implemented for Python models yet: build the model "
-                "without it (deepspeed.initialize then keeps only this rank's shard at stage 3), or pass "
-                "enabled=False")
+        if not self._enabled:
+            return self
+        self._start()
+        if not _active:
+            _patch()
+        _active.append(self)
         return self
 
     def __exit__(self, *exc):
+        if not self._enabled:
+            return False
+        _active.remove(self)
+        if not _active:
+            _unpatch()
         return False

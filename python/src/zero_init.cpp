@@ -1,0 +1,159 @@
+// zero.Init for Python models: the C++ side of python/zerotrain/runtime/zero/init.py. As each
+// module finishes its __init__, its own parameters are cut: rank 0's values broadcast, this
+// rank's chunk kept (comm::chunk_range, as zerotrain::ZeroInit keeps it), the parameter's
+// memory freed; so the model is never whole on any rank. The chunks go to the engine at
+// initialize, which places them one bucket at a time (stages/stage3/preshard.h).
+#include <unordered_map>
+
+#include "bindings.h"
+#include "mirror.h"
+#include "zerotrain/comm/communicator.h"
+#include "zerotrain/config/config.h"
+#include "zerotrain/core/error.h"
+#include "zerotrain/precision/dtypes.h"
+#include "zerotrain/stages/stage3/preshard.h"
+#include "zerotrain/stages/stage3/sharded.h"
+#include "zerotrain/stages/stage3/storage.h"
+
+namespace zerotrain::python {
+namespace {
+
+using stages::stage3::allocate_storage;
+using stages::stage3::free_storage;
+using stages::stage3::PreShard;
+using stages::stage3::PreSharded;
+
+class ParamCutter {
+ public:
+  ParamCutter(const std::string& config_json, const std::string& origin) {
+    config::LoadOptions load;
+    load.origin = origin;
+    const Config config = Config::from_string(config_json, load);
+    ZT_CHECK(config.zero_optimization.stage == 3, ConfigError, "zero.Init cuts parameters as ZeRO stage 3 keeps "
+             "them, but the config asks for stage ", static_cast<int>(config.zero_optimization.stage),
+             "; set \"zero_optimization\": {\"stage\": 3}, or build the model without zero.Init");
+    dtype_ = precision::dtypes_from_config(config).model;
+    cut_ = std::make_shared<PreSharded>(PreSharded{comm::Communicator::init(comm::options_from_config(config)), {}});
+  }
+
+  // Cuts each parameter not cut yet; every rank calls it for the same parameters.
+  void cut(const std::vector<at::Tensor>& params) {
+    c10::NoGradGuard no_grad;
+    for (const at::Tensor& p : params) {
+      if (index_.count(p.unsafeGetTensorImpl())) continue;
+      at::Tensor full = p.detach();
+      if (full.is_floating_point() && full.scalar_type() != dtype_) full = full.to(dtype_);
+      // Its own memory, all of it: freeing a view of a larger buffer would free nothing.
+      if (full.storage_offset() != 0 || !full.is_contiguous() || full.storage().nbytes() != full.nbytes()) {
+        full = full.contiguous().clone();
+      }
+      comm().broadcast(full, 0).wait();
+      const auto range = comm::chunk_range(full.numel(), comm().world_size(), comm().rank());
+      at::Tensor chunk = full.reshape(-1).narrow(0, range.offset, range.numel).clone();
+      at::Tensor param = p;
+      param.set_data(full);
+      free_storage(param);
+      index_[p.unsafeGetTensorImpl()] = cut_->params.size();
+      cut_->params.push_back({param, std::move(chunk)});
+    }
+  }
+
+  bool is_cut(const at::Tensor& p) const { return index_.count(p.unsafeGetTensorImpl()) > 0; }
+  int64_t chunk_nbytes() const {
+    int64_t n = 0;
+    for (const auto& piece : cut_->params) n += piece.chunk.defined() ? static_cast<int64_t>(piece.chunk.nbytes()) : 0;
+    return n;
+  }
+
+  // Whole again on every rank (before initialize: zero.GatheredParameters).
+  void gather(const std::vector<at::Tensor>& params) {
+    for (const at::Tensor& p : params) {
+      PreShard* piece = find(p);
+      if (!piece || !piece->chunk.defined() || stages::stage3::storage_allocated(piece->param)) continue;
+      allocate_storage(piece->param);
+      stages::stage3::gather_preshard(comm(), *piece, piece->param.detach().reshape(-1));
+    }
+  }
+
+  // Cut again; with `modifier_rank`, that rank's values (what it wrote while gathered) become
+  // everyone's.
+  void release(const std::vector<at::Tensor>& params, std::optional<int> modifier_rank) {
+    c10::NoGradGuard no_grad;
+    for (const at::Tensor& p : params) {
+      PreShard* piece = find(p);
+      if (!piece || !piece->chunk.defined() || !stages::stage3::storage_allocated(piece->param)) continue;
+      at::Tensor flat = piece->param.detach().reshape(-1);
+      if (modifier_rank) {
+        comm().broadcast(flat, *modifier_rank).wait();
+        const auto range = comm::chunk_range(flat.numel(), comm().world_size(), comm().rank());
+        piece->chunk.copy_(flat.narrow(0, range.offset, range.numel));
+      }
+      free_storage(piece->param);
+    }
+  }
+
+  // After initialize: parameters the engine did not take (frozen ones: the engine trains
+  // only the others) are made whole again; the rest were placed. Every rank calls it.
+  void restore_unplaced(const std::vector<at::Tensor>& model_params) {
+    for (const at::Tensor& p : model_params) {
+      PreShard* piece = find(p);
+      if (!piece || !piece->chunk.defined()) continue;
+      if (!stages::stage3::storage_allocated(piece->param)) {
+        allocate_storage(piece->param);
+        stages::stage3::gather_preshard(comm(), *piece, piece->param.detach().reshape(-1));
+      }
+      piece->chunk = at::Tensor();
+    }
+  }
+
+  // Hands the chunks to the engine through the model's first unit (stages/stage3/preshard.h).
+  void give_to(Mirror& unit) {
+    ZT_CHECK(unit.unit != nullptr, InternalError, "zero.Init's chunks given to a module that is not a unit");
+    unit.unit->adopt_presharded(cut_);
+  }
+
+  comm::Communicator& comm() { return cut_->comm; }
+
+ private:
+  PreShard* find(const at::Tensor& p) {
+    auto it = index_.find(p.unsafeGetTensorImpl());
+    return it == index_.end() ? nullptr : &cut_->params[it->second];
+  }
+
+  at::ScalarType dtype_ = at::kFloat;
+  std::shared_ptr<PreSharded> cut_;
+  std::unordered_map<const c10::TensorImpl*, size_t> index_;
+};
+
+}  // namespace
+
+void bind_zero_init(py::module_& m) {
+  py::class_<ParamCutter, std::shared_ptr<ParamCutter>>(m, "ParamCutter")
+      .def(py::init([](const std::string& config_json, const std::string& origin) {
+        py::gil_scoped_release no_gil;   // joins the job: waits for the other ranks
+        return std::make_shared<ParamCutter>(config_json, origin);
+      }))
+      .def("cut", [](ParamCutter& c, const std::vector<at::Tensor>& params) {
+        py::gil_scoped_release no_gil;
+        c.cut(params);
+      })
+      .def("is_cut", &ParamCutter::is_cut)
+      .def("chunk_nbytes", &ParamCutter::chunk_nbytes)
+      .def("gather", [](ParamCutter& c, const std::vector<at::Tensor>& params) {
+        py::gil_scoped_release no_gil;
+        c.gather(params);
+      })
+      .def("release", [](ParamCutter& c, const std::vector<at::Tensor>& params, std::optional<int> modifier_rank) {
+        py::gil_scoped_release no_gil;
+        c.release(params, modifier_rank);
+      })
+      .def("restore_unplaced", [](ParamCutter& c, const std::vector<at::Tensor>& params) {
+        py::gil_scoped_release no_gil;
+        c.restore_unplaced(params);
+      })
+      .def("give_to", &ParamCutter::give_to)
+      .def("rank", [](ParamCutter& c) { return c.comm().rank(); })
+      .def("world_size", [](ParamCutter& c) { return c.comm().world_size(); });
+}
+
+}  // namespace zerotrain::python
