@@ -22,7 +22,8 @@ def main():
 
     deepspeed.init_distributed()
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=1024, n_positions=64, n_embd=128, n_layer=4, n_head=4)
+    config = GPT2Config(vocab_size=1024, n_positions=64, n_embd=128, n_layer=4, n_head=4, bos_token_id=0,
+                        eos_token_id=0)
     model = GPT2LMHeadModel(config)
     engine, optimizer, _, scheduler = deepspeed.initialize(args=args, model=model,
                                                            model_parameters=model.parameters())
@@ -30,11 +31,14 @@ def main():
     batch = engine.train_micro_batch_size_per_gpu()
     g = torch.Generator().manual_seed(1000 + rank)
     for step in range(args.steps * engine.gradient_accumulation_steps()):
-        tokens = torch.randint(0, config.vocab_size, (batch, 64), generator=g)
+        # Sequences that count up from a random start: learnable, so the loss falls.
+        start = torch.randint(0, config.vocab_size, (batch, 1), generator=g)
+        tokens = (start + torch.arange(64)) % config.vocab_size
         loss = engine(input_ids=tokens, labels=tokens).loss
         engine.backward(loss)
+        boundary = engine.is_gradient_accumulation_boundary()   # this micro-step ends a step
         engine.step()
-        if engine.is_gradient_accumulation_boundary() and rank == 0 and engine.global_steps % 5 == 0:
+        if boundary and rank == 0 and engine.global_steps % 5 == 0:
             print(f"step {engine.global_steps}: loss {loss.item():.4f}, lr {engine.get_lr()[0]:.2e}, "
                   f"grad norm {engine.get_global_grad_norm():.3f}", flush=True)
     engine.save_checkpoint(args.save_dir)

@@ -20,10 +20,13 @@ class Block(torch.nn.Module):
 
 
 class Toy(torch.nn.Module):
-    def __init__(self, d=32):
+    def __init__(self, d=32, checkpointing=None):
         super().__init__()
+        self.checkpointing = checkpointing          # None, "reentrant" or "non-reentrant"
         self.embed = torch.nn.Embedding(VOCAB, d)
         self.block = Block(d)                       # called twice in forward
+        if checkpointing:
+            self.block2 = Block(d)
         self.frozen = torch.nn.Linear(d, d)         # not trained
         self.frozen.requires_grad_(False)
         self.norm = torch.nn.LayerNorm(d)
@@ -35,11 +38,43 @@ class Toy(torch.nn.Module):
 
     def forward(self, input_ids, labels):
         h = self.embed(input_ids)
-        h = h + self.block(h)
-        h = h + self.block(h)
+        if self.checkpointing:
+            # Each region its own block: a parameter used in two reentrant regions would get
+            # two gradients in one backward, which ZeRO refuses (DeepSpeed too).
+            from torch.utils.checkpoint import checkpoint
+            for block in (self.block, self.block2):
+                h = h + checkpoint(block, h, use_reentrant=self.checkpointing == "reentrant")
+        else:
+            h = h + self.block(h)
+            h = h + self.block(h)
         h = h + self.mix * self.frozen(h)
         logits = self.head(self.norm(h))
         return F.cross_entropy(logits.reshape(-1, VOCAB).float(), labels.reshape(-1))
+
+
+class ExternalUser(torch.nn.Module):
+    """A module whose forward uses a parameter another module owns (DeepSpeed's
+    register_external_parameter case): `proj` reads `embed.weight` directly."""
+
+    def __init__(self, d=32):
+        super().__init__()
+        self.embed = torch.nn.Embedding(VOCAB, d)
+        self.proj = Projection(self.embed)
+        import zerotrain
+        zerotrain.zero.register_external_parameter(self.proj, self.embed.weight)
+
+    def forward(self, input_ids, labels):
+        return F.cross_entropy(self.proj(self.embed(input_ids)).reshape(-1, VOCAB), labels.reshape(-1))
+
+
+class Projection(torch.nn.Module):
+    def __init__(self, embed):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.zeros(VOCAB))
+        self.__dict__["embed"] = embed   # not a child: its weight is used from here
+
+    def forward(self, h):
+        return F.linear(h, self.embed.weight, self.bias)
 
 
 class HFWrapper(torch.nn.Module):
@@ -57,6 +92,10 @@ def build(name, seed=1234):
     torch.manual_seed(seed)
     if name == "toy":
         return Toy()
+    if name.startswith("toy-ckpt-"):
+        return Toy(checkpointing=name[len("toy-ckpt-"):])
+    if name == "toy-external":
+        return ExternalUser()
     if name == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
         cfg = GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=4, resid_pdrop=0.0,

@@ -78,3 +78,14 @@ def test_transformers_bf16(ranks, name, stage):
     results = ranks("parity_worker.py", ["--model", name, "--stage", stage, "--accum", 2, "--micro", MICRO,
                                          "--steps", STEPS, "--dtype", "bf16"], 2)
     check(results, models.reference(name, STEPS, 2, 2, MICRO, "bf16"), "bf16", 2, 2, name)
+
+
+# What real models do inside a forward, at ZeRO-3 (every parameter gathered around its unit):
+# activation checkpointing (torch.utils.checkpoint, reentrant or not: the forward runs again
+# in backward), and a parameter used outside its module (register_external_parameter).
+@pytest.mark.parametrize("world", [1, 2])
+@pytest.mark.parametrize("name", ["toy-ckpt-reentrant", "toy-ckpt-non-reentrant", "toy-external"])
+def test_stage3_module_patterns(ranks, name, world):
+    results = ranks("parity_worker.py", ["--model", name, "--stage", 3, "--accum", 2, "--micro", MICRO,
+                                         "--steps", STEPS], world)
+    check(results, models.reference(name, STEPS, world, 2, MICRO), "fp32", world, 2, name)

@@ -68,7 +68,10 @@ void EngineState::on_gradient(size_t group, size_t param) {
   at::Tensor& grad = g.params[param].mutable_grad();
   if (!grad.defined()) return;
   ZT_CHECK(!g.arrived[param], UsageError, "parameter ", g.param_names[param],
-           " got a second gradient in one backward; call engine.backward once per micro-step");
+           " got a second gradient in one backward, after the first was handed on for reduction; call "
+           "engine.backward once per micro-step. A parameter used in two reentrant activation-checkpointed "
+           "regions gets one gradient per region (DeepSpeed refuses it too): use non-reentrant checkpointing "
+           "(torch.utils.checkpoint(..., use_reentrant=False)), or checkpoint the regions as one");
   g.arrived[param] = true;
   stage->on_gradient(g, param, grad);
   grad.reset();   // the engine's buffers hold it now; the full gradient is freed at once

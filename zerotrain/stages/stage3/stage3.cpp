@@ -311,12 +311,16 @@ void Stage3::post_forward(int unit) {
   for (int v : map_.units[unit].uses) {
     --units_[v].active;
     // Kept when its next use is near (stage3_max_reuse_distance) or a prefetch counted on it.
+    if (units_[v].in_backward) continue;
     if (event == kNoEvent || !trace_.schedule.keep(event, v, gathered_numel_, trace_.wanted_at)) release(v);
   }
 }
 
 void Stage3::pre_backward(int unit) {
-  for (int v : map_.units[unit].uses) gather(v);
+  for (int v : map_.units[unit].uses) {
+    gather(v);
+    units_[v].in_backward = units_[v].pending > 0;
+  }
   follow_trace(unit);
 }
 
@@ -379,7 +383,10 @@ void Stage3::gradient_done(std::size_t group, std::size_t param) {
   const int unit = stores_[group].unit_of_param[param];
   // All of the unit's gradients are in: its backward is over, so its full parameters go
   // (their gradients wait in the staging bucket for the reduce-scatter).
-  if (--units_[unit].pending == 0) release(unit);
+  if (--units_[unit].pending == 0) {
+    units_[unit].in_backward = false;
+    release(unit);
+  }
 }
 
 void Stage3::on_gradient(GroupState& g, std::size_t param, const at::Tensor& grad) {
@@ -395,7 +402,10 @@ void Stage3::on_unused(GroupState& g, std::size_t param) {
 void Stage3::end_backward() {
   // A unit gathered for a backward that brought none of its gradients (frozen, or used
   // without a gradient), or kept for a use that did not come, goes too.
-  for (size_t u = 1; u < units_.size(); ++u) release(static_cast<int>(u));
+  for (size_t u = 1; u < units_.size(); ++u) {
+    units_[u].in_backward = false;
+    release(static_cast<int>(u));
+  }
   end_trace_step();
 }
 

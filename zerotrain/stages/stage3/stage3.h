@@ -79,6 +79,9 @@ class Stage3 final : public Stage2 {
     int pending = 0;         // this backward: those whose gradient has not come
     int active = 0;          // forwards in progress that use it
     bool gathered = false;   // its memory is allocated (and filled, or being filled by `inflight`)
+    // Its backward has begun and not all its gradients are in: a forward run again meanwhile
+    // (activation checkpointing recomputes inside backward) must not release it.
+    bool in_backward = false;
     std::size_t entered_at = kNoEvent;   // the event of its forward in progress, if following the trace
     std::vector<comm::Work> inflight;   // a prefetch's all-gathers, not yet waited for
     std::vector<ParamSwap::Pending> reads;   // offload_param nvme: its chunks being read from disk

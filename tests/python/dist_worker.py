@@ -1,0 +1,41 @@
+"""One rank of a job started by another launcher (torchrun), or whose script initialised
+torch.distributed itself first (--torch_first): the engine must share the rendezvous, and
+torch.distributed must work beside it."""
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import models  # noqa: E402
+
+import zerotrain as deepspeed  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--torch_first", action="store_true")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    if args.torch_first:
+        dist.init_process_group("gloo")
+    world = int(os.environ["WORLD_SIZE"])
+    engine, *_ = deepspeed.initialize(model=models.build("toy"), config=models.config(2, 1, 2, world))
+    rank = engine.global_rank
+    t = torch.tensor([float(rank + 1)])
+    dist.all_reduce(t)   # torch.distributed works beside the engine
+    x, y = models.batches(2 * world)
+    loss = engine(*models.micro_batch(x, y, 0, world, 1, 2, rank, 0))
+    engine.backward(loss)
+    engine.step()
+    with open(f"{args.out}.rank{rank}.json", "w") as f:
+        json.dump({"rank": rank, "sum": t.item(), "steps": engine.global_steps,
+                   "norm": engine.get_global_grad_norm()}, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""The engine under other launchers: torchrun (whose agent serves the rendezvous store), and a
+script that initialised torch.distributed itself before initialize. One rendezvous store,
+torch.distributed usable beside the engine, the same gradient norm on every rank."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(cmd, tmp_path):
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    results = []
+    for r in range(2):
+        with open(f"{tmp_path}/result.rank{r}.json") as f:
+            results.append(json.load(f))
+    return results
+
+
+def check(results):
+    assert [r["sum"] for r in results] == [3.0, 3.0]
+    assert all(r["steps"] == 1 for r in results)
+    assert results[0]["norm"] == pytest.approx(results[1]["norm"], rel=1e-12)
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_under_torchrun(tmp_path):
+    check(run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
+               os.path.join(HERE, "dist_worker.py"), "--out", f"{tmp_path}/result"], tmp_path))
+
+
+def test_torch_distributed_initialised_by_the_script(tmp_path):
+    check(run([sys.executable, "-m", "zerotrain.launcher", "--nproc_per_node", "2", "--", sys.executable,
+               os.path.join(HERE, "dist_worker.py"), "--torch_first", "--out", f"{tmp_path}/result"], tmp_path))
