@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""The Python front end against DeepSpeed: the same training script (bench/py_train.py),
+with `import deepspeed` (0.19.8, CPU accelerator) and with `import zerotrain as deepspeed`,
+on transformers' GPT-2 at two sizes, 2 ranks on this machine, one intra-op thread per rank,
+both started by `zerotrain launch`. Each round runs every setup once, zerotrain and
+DeepSpeed back to back; the table gives per setup the median over rounds of each round's
+ratio (samples/s, peak RSS per rank, time from process start to the end of the first step).
+
+    python3 bench/python_vs_deepspeed.py [--models 10m,124m] [--stages 0,1,2,3] [--dtypes fp32,bf16]
+        [--rounds 3] [--steps 6] [--write]
+
+DeepSpeed runs from $ZEROTRAIN_HOME/ds-venv, made on first use: a venv that sees the pinned
+venv's packages (torch among them, not downloaded again) and adds deepspeed==0.19.8.
+--write puts the table into docs/benchmarks.md between the python_vs_deepspeed markers.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HOME = os.environ.get("ZEROTRAIN_HOME", os.path.expanduser("~/.cache/zerotrain"))
+PINNED = os.path.join(HOME, "venv", "bin", "python")
+DS_VENV = os.path.join(HOME, "ds-venv")
+DS_VERSION = "0.19.8"
+WORLD = 2
+
+
+def ensure_ds_venv():
+    python = os.path.join(DS_VENV, "bin", "python")
+    stamp = os.path.join(DS_VENV, f".deepspeed-{DS_VERSION}")
+    if os.path.exists(stamp):
+        return python
+    print(f"creating {DS_VENV} with deepspeed=={DS_VERSION} (once per machine)", file=sys.stderr)
+    subprocess.run([PINNED, "-m", "venv", DS_VENV], check=True)
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    pinned_site = subprocess.run([PINNED, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+    with open(os.path.join(site, "zz_pinned_venv.pth"), "w") as f:
+        f.write(pinned_site + "\n")   # torch and transformers from the pinned venv, the same files
+    subprocess.run([python, "-m", "pip", "install", "-q", f"deepspeed=={DS_VERSION}"], check=True)
+    subprocess.run([python, "-c", "import deepspeed"], check=True, env=dict(os.environ, DS_ACCELERATOR="cpu"))
+    open(stamp, "w").close()
+    return python
+
+
+def run(impl, python, model, stage, dtype, steps, tmp):
+    out = os.path.join(tmp, f"{impl}-{model}-{stage}-{dtype}")
+    cmd = [PINNED, "-m", "zerotrain.launcher", "--nproc_per_node", str(WORLD),
+           "--", python, os.path.join(ROOT, "bench", "py_train.py"), "--impl", impl, "--model", model,
+           "--stage", str(stage), "--dtype", dtype, "--steps", str(steps), "--out", out]
+    env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.path.join(ROOT, "build", "python"))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    if proc.returncode != 0:
+        lines = [l for l in proc.stderr.splitlines() if "Error" in l or "error" in l]
+        return {"error": (lines[-1] if lines else proc.stderr[-300:]).strip()[:200]}
+    ranks = [json.load(open(f"{out}.{r}")) for r in range(WORLD)]
+    return {"samples_per_s": ranks[0]["samples_per_s"], "first_step_s": max(r["first_step_s"] for r in ranks),
+            "peak_rss_bytes": max(r["peak_rss_bytes"] for r in ranks), "version": ranks[0]["version"],
+            "loss0": statistics.mean(r["losses"][0] for r in ranks)}
+
+
+def cpu_line():
+    info = open("/proc/cpuinfo").read()
+    name = re.search(r"^model name\s*:\s*(.*)$", info, re.M)
+    flags = set(re.search(r"^flags\s*:\s*(.*)$", info, re.M).group(1).split())
+    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_tile")
+    return (f"{name.group(1).strip() if name else 'unknown CPU'}, {os.cpu_count()} cores "
+            f"({', '.join(f + ('' if f in flags else ' no') for f in wanted)})")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="10m,124m")
+    ap.add_argument("--stages", default="0,1,2,3")
+    ap.add_argument("--dtypes", default="fp32,bf16")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args()
+    ds_python = ensure_ds_venv()
+    setups = [(m, int(s), d) for m in args.models.split(",") for d in args.dtypes.split(",")
+              for s in args.stages.split(",")]
+    rows = {s: [] for s in setups}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rnd in range(args.rounds):
+            for setup in setups:
+                zt = run("zerotrain", PINNED, *setup, args.steps, tmp)
+                ds = run("deepspeed", ds_python, *setup, args.steps, tmp)
+                rows[setup].append((zt, ds))
+                print(f"round {rnd + 1} {setup}: zerotrain {zt}\n    deepspeed {ds}", file=sys.stderr, flush=True)
+    lines = [f"CPU: {cpu_line()}. World size {WORLD} (`zerotrain launch`), 1 intra-op thread per rank, "
+             f"{args.steps} timed steps after 2 warm-up steps, micro-batch 4 × 128 tokens, AdamW; "
+             f"{args.rounds} rounds, interleaved. Ratios are zerotrain / DeepSpeed, the median over rounds.", "",
+             "| model | dtype | stage | samples/s ratio | peak RSS ratio | first step ratio | zerotrain samples/s | "
+             "DeepSpeed samples/s | zerotrain first step | DeepSpeed first step |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for (model, stage, dtype), pairs in rows.items():
+        ok = [(z, d) for z, d in pairs if "error" not in z and "error" not in d]
+        if not ok:
+            err = next((p.get("error") for pair in pairs for p in pair if "error" in p), "?")
+            lines.append(f"| {model} | {dtype} | {stage} | n/a ({err}) | | | | | | |")
+            continue
+        med = lambda f: statistics.median(f(z, d) for z, d in ok)   # noqa: E731
+        lines.append(
+            f"| {model} | {dtype} | {stage} | {med(lambda z, d: z['samples_per_s'] / d['samples_per_s']):.2f} | "
+            f"{med(lambda z, d: z['peak_rss_bytes'] / d['peak_rss_bytes']):.2f} | "
+            f"{med(lambda z, d: z['first_step_s'] / d['first_step_s']):.2f} | "
+            f"{statistics.median(z['samples_per_s'] for z, _ in ok):.1f} | "
+            f"{statistics.median(d['samples_per_s'] for _, d in ok):.1f} | "
+            f"{statistics.median(z['first_step_s'] for z, _ in ok):.1f} s | "
+            f"{statistics.median(d['first_step_s'] for _, d in ok):.1f} s |")
+    text = "\n".join(lines)
+    print(text)
+    if args.write:
+        path = os.path.join(ROOT, "docs", "benchmarks.md")
+        doc = open(path).read()
+        block = f"<!-- python_vs_deepspeed:begin -->\n{text}\n<!-- python_vs_deepspeed:end -->"
+        if "<!-- python_vs_deepspeed:begin -->" in doc:
+            doc = re.sub(r"<!-- python_vs_deepspeed:begin -->.*<!-- python_vs_deepspeed:end -->", lambda m: block,
+                         doc, flags=re.S)
+        else:
+            doc += ("\n## The Python front end against DeepSpeed\n\n"
+                    "`python3 bench/python_vs_deepspeed.py --write` (docs/python.md).\n\n" + block + "\n")
+        open(path, "w").write(doc)
+
+
+if __name__ == "__main__":
+    main()
