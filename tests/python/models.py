@@ -140,6 +140,9 @@ def config(stage, accum, micro, world, dtype="fp32", **zero):
         cfg["zero_optimization"].setdefault("stage3_param_persistence_threshold", 0)
     if dtype == "bf16":
         cfg["bf16"] = {"enabled": True}
+    if dtype == "fp16":
+        # A scale that does not overflow these gradients: no step is skipped, as in the reference.
+        cfg["fp16"] = {"enabled": True, "initial_scale_power": 8}
     return cfg
 
 
@@ -147,12 +150,13 @@ def reference(name, steps, world, accum, micro, dtype="fp32"):
     """Plain PyTorch, one process: AdamW on the same model and global batches, clipped as
     the engine clips. Returns (losses, grad_norms, final state_dict)."""
     model = build(name)
-    if dtype == "bf16":
-        model = model.to(torch.bfloat16)
+    if dtype in ("bf16", "fp16"):
+        model = model.to(torch.bfloat16 if dtype == "bf16" else torch.float16)
     params = [p for p in model.parameters() if p.requires_grad]
     master = [p.detach().float().clone().requires_grad_(True) for p in params]
     opt = torch.optim.AdamW(master, lr=3e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
     x, y = batches(steps * world * accum * micro)
+    scale = 2.0 ** 8 if dtype == "fp16" else 1.0   # fp16 gradients scaled as the engine scales them
     losses, norms = [], []
     for s in range(steps):
         total = 0.0
@@ -160,9 +164,9 @@ def reference(name, steps, world, accum, micro, dtype="fp32"):
             for r in range(world):
                 bx, by = micro_batch(x, y, s, world, accum, micro, r, a)
                 loss = model(bx, by)
-                (loss / (accum * world)).backward()
+                (loss * scale / (accum * world)).backward()
                 total += loss.item() / (accum * world)
-        grads = [p.grad.float() for p in params]
+        grads = [p.grad.float() / scale for p in params]
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])).item()
         clip = (norm + 1e-6) / 1.0
         for m, g in zip(master, grads):

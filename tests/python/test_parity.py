@@ -11,10 +11,13 @@ import models
 
 STEPS = 10
 MICRO = 2
-# Per-step relative bounds on the loss and the gradient norm, and the largest absolute
-# difference of any weight at the end: the C++ parity oracle's (tests/support/parity_model.h).
+# Per-step relative bounds on the loss and the gradient norm (the C++ parity oracle's,
+# tests/support/parity_model.h), and the largest absolute difference of any weight at the
+# end: the oracle's in fp32; in 16 bits about one Adam step (lr 3e-3) of a weight whose
+# 16-bit gradient rounded the other way (these runs move weights by about 0.03).
 BOUNDS = {"fp32": {"loss": 1e-5, "norm": 1e-5, "param": 1e-5},
-          "bf16": {"loss": 2e-2, "norm": 2e-2, "param": 1.0 / 32}}
+          "bf16": {"loss": 2e-2, "norm": 2e-2, "param": 1.0 / 128},
+          "fp16": {"loss": 5e-3, "norm": 5e-3, "param": 1.0 / 256}}
 
 
 def rel(a, b):
@@ -30,10 +33,10 @@ def check(results, ref, dtype, world, accum, name="toy"):
         for r in results:
             assert rel(r["norms"][s], ref_norms[s]) <= bound["norm"], \
                 f"rank {r['rank']} step {s}: grad norm {r['norms'][s]} vs {ref_norms[s]}"
-    # Training moved the weights far past the bound: otherwise matching them proves nothing.
+    # Training moved the weights well past the bound: otherwise matching them proves nothing.
     start = models.build(name).state_dict()
     moved = max((ref_state[k] - start[k].float()).abs().max().item() for k in ref_state)
-    assert moved > 10 * bound["param"], f"training moved no weight by more than {moved}"
+    assert moved > 3 * bound["param"], f"training moved no weight by more than {moved}"
     state = results[0]["state"]
     assert set(state) == set(ref_state), "state_dict names differ from the model's"
     for name, ref_t in ref_state.items():
@@ -55,29 +58,11 @@ def test_toy_fp32(ranks, stage, accum, world):
 
 
 @pytest.mark.parametrize("stage", [0, 3])
-def test_toy_bf16(ranks, stage):
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_toy_16bit(ranks, dtype, stage):
     results = ranks("parity_worker.py", ["--model", "toy", "--stage", stage, "--accum", 2, "--micro", MICRO,
-                                         "--steps", STEPS, "--dtype", "bf16"], 2)
-    check(results, models.reference("toy", STEPS, 2, 2, MICRO, "bf16"), "bf16", 2, 2)
-
-
-# transformers' GPT-2 (its lm_head tied to wte) and Llama, built from small random configs.
-@pytest.mark.parametrize("world", [1, 2])
-@pytest.mark.parametrize("accum", [1, 2])
-@pytest.mark.parametrize("stage", [0, 1, 2, 3])
-@pytest.mark.parametrize("name", ["gpt2", "llama"])
-def test_transformers_fp32(ranks, name, stage, accum, world):
-    results = ranks("parity_worker.py", ["--model", name, "--stage", stage, "--accum", accum, "--micro", MICRO,
-                                         "--steps", STEPS], world)
-    check(results, models.reference(name, STEPS, world, accum, MICRO), "fp32", world, accum, name)
-
-
-@pytest.mark.parametrize("stage", [0, 3])
-@pytest.mark.parametrize("name", ["gpt2", "llama"])
-def test_transformers_bf16(ranks, name, stage):
-    results = ranks("parity_worker.py", ["--model", name, "--stage", stage, "--accum", 2, "--micro", MICRO,
-                                         "--steps", STEPS, "--dtype", "bf16"], 2)
-    check(results, models.reference(name, STEPS, 2, 2, MICRO, "bf16"), "bf16", 2, 2, name)
+                                         "--steps", STEPS, "--dtype", dtype], 2)
+    check(results, models.reference("toy", STEPS, 2, 2, MICRO, dtype), dtype, 2, 2)
 
 
 # What real models do inside a forward, at ZeRO-3 (every parameter gathered around its unit):

@@ -207,6 +207,7 @@ class DeepSpeedEngine(torch.nn.Module):
         if not boundary:
             return
         stepped = self._engine.skipped_steps() == skipped_before
+        self._last_step_applied = stepped
         if self._client_scheduler is not None and stepped:
             # The engine stepped in the optimizer's place: tell torch's schedule so (it warns
             # about a schedule stepped before its optimizer otherwise).
@@ -301,7 +302,8 @@ class DeepSpeedEngine(torch.nn.Module):
         return self._resolved["gradient_clipping"]
 
     def was_step_applied(self):
-        return self._last_step_applied if hasattr(self, "_last_step_applied") else True
+        """False when the last optimizer step was skipped (fp16 overflow)."""
+        return getattr(self, "_last_step_applied", True)
 
     def model_state_bytes(self):
         """The bytes this rank holds for parameters, gradients, optimizer states, master
