@@ -21,8 +21,8 @@ def process_start_s():
 
 
 MODELS = {   # GPT-2's layout at two sizes
-    "10m": dict(n_layer=4, n_head=4, n_embd=256, vocab_size=8192, n_positions=128),
-    "124m": dict(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, n_positions=128),
+    "10m": dict(n_layer=4, n_head=6, n_embd=384, vocab_size=8192, n_positions=128),   # 10.3M parameters
+    "124m": dict(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, n_positions=128),   # 124M (GPT-2 small, 128 positions)
 }
 
 

@@ -7,7 +7,7 @@ DeepSpeed back to back; the table gives per setup the median over rounds of each
 ratio (samples/s, peak RSS per rank, time from process start to the end of the first step).
 
     python3 bench/python_vs_deepspeed.py [--models 10m,124m] [--stages 0,1,2,3] [--dtypes fp32,bf16]
-        [--rounds 3] [--steps 6] [--write]
+        [--rounds 3] [--steps 6] [--warmup 2] [--micro 4] [--write]
 
 DeepSpeed runs from $ZEROTRAIN_HOME/ds-venv, made on first use: a venv that sees the pinned
 venv's packages (torch among them, not downloaded again) and adds deepspeed==0.19.8.
@@ -50,11 +50,12 @@ def ensure_ds_venv():
     return python
 
 
-def run(impl, python, model, stage, dtype, steps, tmp):
+def run(impl, python, model, stage, dtype, steps, tmp, micro=4, warmup=2):
     out = os.path.join(tmp, f"{impl}-{model}-{stage}-{dtype}")
     cmd = [PINNED, "-m", "zerotrain.launcher", "--nproc_per_node", str(WORLD),
            "--", python, os.path.join(ROOT, "bench", "py_train.py"), "--impl", impl, "--model", model,
-           "--stage", str(stage), "--dtype", dtype, "--steps", str(steps), "--out", out]
+           "--stage", str(stage), "--dtype", dtype, "--steps", str(steps), "--micro", str(micro),
+           "--warmup", str(warmup), "--out", out]
     env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1",
                PYTHONPATH=os.path.join(ROOT, "build", "python"))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
@@ -83,6 +84,8 @@ def main():
     ap.add_argument("--dtypes", default="fp32,bf16")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--micro", type=int, default=4)
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     ds_python = ensure_ds_venv()
@@ -92,12 +95,12 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for rnd in range(args.rounds):
             for setup in setups:
-                zt = run("zerotrain", PINNED, *setup, args.steps, tmp)
-                ds = run("deepspeed", ds_python, *setup, args.steps, tmp)
+                zt = run("zerotrain", PINNED, *setup, args.steps, tmp, args.micro, args.warmup)
+                ds = run("deepspeed", ds_python, *setup, args.steps, tmp, args.micro, args.warmup)
                 rows[setup].append((zt, ds))
                 print(f"round {rnd + 1} {setup}: zerotrain {zt}\n    deepspeed {ds}", file=sys.stderr, flush=True)
     lines = [f"CPU: {cpu_line()}. World size {WORLD} (`zerotrain launch`), 1 intra-op thread per rank, "
-             f"{args.steps} timed steps after 2 warm-up steps, micro-batch 4 × 128 tokens, AdamW; "
+             f"{args.steps} timed steps after {args.warmup} warm-up steps, micro-batch {args.micro} × 128 tokens, AdamW; "
              f"{args.rounds} rounds, interleaved. Ratios are zerotrain / DeepSpeed, the median over rounds.", "",
              "| model | dtype | stage | samples/s ratio | peak RSS ratio | first step ratio | zerotrain samples/s | "
              "DeepSpeed samples/s | zerotrain first step | DeepSpeed first step |",
@@ -113,8 +116,8 @@ def main():
             f"| {model} | {dtype} | {stage} | {med(lambda z, d: z['samples_per_s'] / d['samples_per_s']):.2f} | "
             f"{med(lambda z, d: z['peak_rss_bytes'] / d['peak_rss_bytes']):.2f} | "
             f"{med(lambda z, d: z['first_step_s'] / d['first_step_s']):.2f} | "
-            f"{statistics.median(z['samples_per_s'] for z, _ in ok):.1f} | "
-            f"{statistics.median(d['samples_per_s'] for _, d in ok):.1f} | "
+            f"{statistics.median(z['samples_per_s'] for z, _ in ok):.3g} | "
+            f"{statistics.median(d['samples_per_s'] for _, d in ok):.3g} | "
             f"{statistics.median(z['first_step_s'] for z, _ in ok):.1f} s | "
             f"{statistics.median(d['first_step_s'] for _, d in ok):.1f} s |")
     text = "\n".join(lines)
