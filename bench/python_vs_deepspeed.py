@@ -11,7 +11,7 @@ ratio (samples/s, peak RSS per rank, time from process start to the end of the f
 
 DeepSpeed runs from $ZEROTRAIN_HOME/ds-venv, made on first use: a venv that sees the pinned
 venv's packages (torch among them, not downloaded again) and adds deepspeed==0.19.8.
---write puts the table into docs/benchmarks.md between the python_vs_deepspeed markers.
+--write puts the table into docs/benchmarks.md between the python_vs_deepspeed:<models> markers.
 """
 import argparse
 import json
@@ -123,15 +123,15 @@ def main():
     text = "\n".join(lines)
     print(text)
     if args.write:
+        # One block per --models value, between its markers (added at the end the first time).
         path = os.path.join(ROOT, "docs", "benchmarks.md")
         doc = open(path).read()
-        block = f"<!-- python_vs_deepspeed:begin -->\n{text}\n<!-- python_vs_deepspeed:end -->"
-        if "<!-- python_vs_deepspeed:begin -->" in doc:
-            doc = re.sub(r"<!-- python_vs_deepspeed:begin -->.*<!-- python_vs_deepspeed:end -->", lambda m: block,
-                         doc, flags=re.S)
+        begin, end = f"<!-- python_vs_deepspeed:{args.models} -->", f"<!-- python_vs_deepspeed:{args.models} end -->"
+        block = f"{begin}\n{text}\n{end}"
+        if begin in doc and end in doc:
+            doc = doc[:doc.index(begin)] + block + doc[doc.index(end) + len(end):]
         else:
-            doc += ("\n## The Python front end against DeepSpeed\n\n"
-                    "`python3 bench/python_vs_deepspeed.py --write` (docs/python.md).\n\n" + block + "\n")
+            doc += "\n" + block + "\n"
         open(path, "w").write(doc)
 
 
