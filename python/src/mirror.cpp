@@ -42,8 +42,6 @@ void bind_mirror(py::module_& m) {
       .def("add_external_parameter", [](Mirror& self, const at::Tensor& param) { unit_of(self).add_external_parameter(param); })
       .def("add_child", [](Mirror& self, const std::string& name,
                            const Mirror& child) { self.module->register_module(name, child.module); })
-      .def_property_readonly("is_unit", [](const Mirror& self) { return self.unit != nullptr; })
-      .def_property_readonly("attached", [](const Mirror& self) { return self.unit && self.unit->attached(); })
       .def("enter_forward",
            [](Mirror& self) {
              py::gil_scoped_release no_gil;   // gathers are collectives
@@ -55,12 +53,7 @@ void bind_mirror(py::module_& m) {
              unit_of(self).leave_forward();
            })
       .def("arm", [](Mirror& self, const at::Tensor& out) { return unit_of(self).arm_output(out); },
-           "The output through an autograd node whose backward gathers the unit again.")
-      .def("named_parameters", [](Mirror& self) {
-        std::vector<std::pair<std::string, at::Tensor>> out;
-        for (const auto& item : self.module->named_parameters()) out.emplace_back(item.key(), item.value());
-        return out;
-      });
+           "The output through an autograd node whose backward gathers the unit again.");
 }
 
 }  // namespace zerotrain::python

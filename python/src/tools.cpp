@@ -8,28 +8,13 @@
 #include "zerotrain/checkpoint/reader.h"
 #include "zerotrain/comm/rendezvous.h"
 #include "zerotrain/core/error.h"
+#include "zerotrain/engine/checkpoint_common.h"
 #include "zerotrain/estimate/deepspeed_estimator.h"
 
 namespace zerotrain::python {
 namespace {
 
 namespace ckpt = checkpoint;
-
-at::ScalarType to_scalar(ckpt::Dtype d) {
-  switch (d) {
-    case ckpt::Dtype::kBool: return at::kBool;
-    case ckpt::Dtype::kU8: return at::kByte;
-    case ckpt::Dtype::kI8: return at::kChar;
-    case ckpt::Dtype::kI16: return at::kShort;
-    case ckpt::Dtype::kI32: return at::kInt;
-    case ckpt::Dtype::kI64: return at::kLong;
-    case ckpt::Dtype::kF16: return at::kHalf;
-    case ckpt::Dtype::kBF16: return at::kBFloat16;
-    case ckpt::Dtype::kF32: return at::kFloat;
-    case ckpt::Dtype::kF64: return at::kDouble;
-  }
-  ZT_INTERNAL_ASSERT(false, "unknown checkpoint dtype");
-}
 
 ckpt::Dtype output_dtype(const std::string& name) {
   if (name == "fp32") return ckpt::Dtype::kF32;
@@ -50,9 +35,9 @@ std::vector<std::pair<std::string, at::Tensor>> read_state_dict(const std::strin
   ckpt::check_plan_pieces(reader, plan);
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const auto& t : plan.tensors) {
-    at::Tensor saved = at::empty(t.shape, at::TensorOptions().dtype(to_scalar(t.saved)));
+    at::Tensor saved = at::empty(t.shape, at::TensorOptions().dtype(engine::detail::scalar_type(t.saved)));
     ckpt::read_planned_tensor(reader, t, static_cast<char*>(saved.data_ptr()));
-    out.emplace_back(t.name, t.dtype == t.saved ? saved : saved.to(to_scalar(t.dtype)));
+    out.emplace_back(t.name, t.dtype == t.saved ? saved : saved.to(engine::detail::scalar_type(t.dtype)));
   }
   return out;
 }
@@ -97,15 +82,15 @@ void bind_tools(py::module_& m) {
   }, py::arg("checkpoint_dir"), py::arg("tag") = "", py::arg("dtype") = "fp32");
   m.def("consolidate", [](const std::string& dir, const std::string& out_dir, const std::string& tag,
                           const std::string& dtype, int64_t max_shard_bytes) {
+    ZT_CHECK(max_shard_bytes >= 1, UsageError, "max_shard_size ", max_shard_bytes, ": give a positive size in bytes");
+    ckpt::ConsolidateOptions options;
+    options.dtype = output_dtype(dtype);
+    options.max_shard_bytes = max_shard_bytes;
     std::vector<std::string> files;
     {
       py::gil_scoped_release no_gil;
       const ckpt::LocatedTag located = ckpt::locate_tag(dir, tag);
       ckpt::CheckpointReader reader(located.tag_dir);
-      ckpt::ConsolidateOptions options;
-      options.dtype = output_dtype(dtype);
-      options.max_shard_bytes = max_shard_bytes;
-      ZT_CHECK(max_shard_bytes >= 1, UsageError, "max_shard_size ", max_shard_bytes, ": give a positive size in bytes");
       for (const auto& f : ckpt::consolidate(reader, out_dir, options).files) files.push_back(f.string());
     }
     return files;

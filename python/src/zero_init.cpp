@@ -38,31 +38,11 @@ class ParamCutter {
 
   // Cuts each parameter not cut yet; every rank calls it for the same parameters.
   void cut(const std::vector<at::Tensor>& params) {
-    c10::NoGradGuard no_grad;
     for (const at::Tensor& p : params) {
       if (index_.count(p.unsafeGetTensorImpl())) continue;
-      at::Tensor full = p.detach();
-      if (full.is_floating_point() && full.scalar_type() != dtype_) full = full.to(dtype_);
-      // Its own memory, all of it: freeing a view of a larger buffer would free nothing.
-      if (full.storage_offset() != 0 || !full.is_contiguous() || full.storage().nbytes() != full.nbytes()) {
-        full = full.contiguous().clone();
-      }
-      comm().broadcast(full, 0).wait();
-      const auto range = comm::chunk_range(full.numel(), comm().world_size(), comm().rank());
-      at::Tensor chunk = full.reshape(-1).narrow(0, range.offset, range.numel).clone();
-      at::Tensor param = p;
-      param.set_data(full);
-      free_storage(param);
       index_[p.unsafeGetTensorImpl()] = cut_->params.size();
-      cut_->params.push_back({param, std::move(chunk)});
+      cut_->params.push_back(stages::stage3::cut_parameter(comm(), p, dtype_));
     }
-  }
-
-  bool is_cut(const at::Tensor& p) const { return index_.count(p.unsafeGetTensorImpl()) > 0; }
-  int64_t chunk_nbytes() const {
-    int64_t n = 0;
-    for (const auto& piece : cut_->params) n += piece.chunk.defined() ? static_cast<int64_t>(piece.chunk.nbytes()) : 0;
-    return n;
   }
 
   // Whole again on every rank (before initialize: zero.GatheredParameters).
@@ -137,8 +117,6 @@ void bind_zero_init(py::module_& m) {
         py::gil_scoped_release no_gil;
         c.cut(params);
       })
-      .def("is_cut", &ParamCutter::is_cut)
-      .def("chunk_nbytes", &ParamCutter::chunk_nbytes)
       .def("gather", [](ParamCutter& c, const std::vector<at::Tensor>& params) {
         py::gil_scoped_release no_gil;
         c.gather(params);
@@ -151,9 +129,7 @@ void bind_zero_init(py::module_& m) {
         py::gil_scoped_release no_gil;
         c.restore_unplaced(params);
       })
-      .def("give_to", &ParamCutter::give_to)
-      .def("rank", [](ParamCutter& c) { return c.comm().rank(); })
-      .def("world_size", [](ParamCutter& c) { return c.comm().world_size(); });
+      .def("give_to", &ParamCutter::give_to);
 }
 
 }  // namespace zerotrain::python

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <memory>
 #include <optional>
@@ -36,6 +37,12 @@ struct PreSharded {
 // cut into chunks (a broadcast from rank 0 per parameter, then the memory freed). Null when
 // no ZeroInit is active.
 std::shared_ptr<PreSharded> preshard_if_active(torch::nn::Module& unit);
+
+// One parameter cut: in `dtype` (floating parameters) and on `device` if given, rank 0's
+// values broadcast, this rank's chunk kept, the parameter left without memory. A collective:
+// every rank cuts the same parameters in the same order.
+PreShard cut_parameter(comm::Communicator& comm, const at::Tensor& param, at::ScalarType dtype,
+                       std::optional<c10::Device> device = std::nullopt);
 
 // The communicator the model's units were cut for, if it was built under ZeroInit.
 std::optional<comm::Communicator> preshard_comm(torch::nn::Module& model);

@@ -69,22 +69,29 @@ std::shared_ptr<PreSharded> preshard_if_active(torch::nn::Module& unit) {
   c10::NoGradGuard no_grad;
   for (auto& p : unit.parameters()) {
     if (!s->cut.insert(p.unsafeGetTensorImpl()).second) continue;
-    at::Tensor full = p.detach();
-    if (full.scalar_type() != s->dtype) full = full.to(s->dtype);
-    if (s->device && full.device() != *s->device) full = full.to(*s->device);
-    // Its own memory, all of it: a parameter that is a view of a larger buffer gets a copy,
-    // so freeing it frees nothing else.
-    if (full.storage_offset() != 0 || !full.is_contiguous() || full.storage().nbytes() != full.nbytes()) {
-      full = full.contiguous().clone();
-    }
-    s->comm.broadcast(full, 0).wait();
-    const auto range = comm::chunk_range(full.numel(), s->comm.world_size(), s->comm.rank());
-    at::Tensor chunk = full.reshape(-1).narrow(0, range.offset, range.numel).clone();
-    p.set_data(full);
-    free_storage(p);
-    out->params.push_back({p, std::move(chunk)});
+    out->params.push_back(cut_parameter(s->comm, p, s->dtype, s->device));
   }
   return out;
+}
+
+PreShard cut_parameter(comm::Communicator& comm, const at::Tensor& param, at::ScalarType dtype,
+                       std::optional<c10::Device> device) {
+  c10::NoGradGuard no_grad;
+  at::Tensor full = param.detach();
+  if (full.is_floating_point() && full.scalar_type() != dtype) full = full.to(dtype);
+  if (device && full.device() != *device) full = full.to(*device);
+  // Its own memory, all of it: a parameter that is a view of a larger buffer gets a copy,
+  // so freeing it frees nothing else.
+  if (full.storage_offset() != 0 || !full.is_contiguous() || full.storage().nbytes() != full.nbytes()) {
+    full = full.contiguous().clone();
+  }
+  comm.broadcast(full, 0).wait();
+  const auto range = comm::chunk_range(full.numel(), comm.world_size(), comm.rank());
+  at::Tensor chunk = full.reshape(-1).narrow(0, range.offset, range.numel).clone();
+  at::Tensor p = param;
+  p.set_data(full);
+  free_storage(p);
+  return {p, std::move(chunk)};
 }
 
 std::optional<comm::Communicator> preshard_comm(torch::nn::Module& model) {
