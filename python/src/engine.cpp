@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "bindings.h"
+#include "group.h"
 #include "mirror.h"
 #include "zerotrain/config/effective.h"
 #include "zerotrain/core/error.h"
@@ -159,11 +160,13 @@ void bind_engine(py::module_& m) {
       "initialize",
       [](std::shared_ptr<Mirror> model, const std::string& config_json, const std::string& origin,
          const std::vector<std::tuple<std::string, std::vector<at::Tensor>, std::optional<double>,
-                                      std::optional<double>>>& groups) {
+                                      std::optional<double>>>& groups,
+         const py::object& process_group, const py::object& store, const std::string& device) {
         config::LoadOptions load;
         load.origin = origin;
         Config config = Config::from_string(config_json, load);
         InitOptions options;
+        options.comm = adopt_group(process_group, store, device, config);
         for (const auto& [name, params, lr, wd] : groups) options.param_groups.push_back({name, params, lr, wd});
         auto engine = std::make_shared<PyEngine>();
         engine->model = model;
@@ -171,7 +174,8 @@ void bind_engine(py::module_& m) {
         engine->engine.emplace(zerotrain::initialize(model->module, std::move(config), std::move(options)));
         return engine;
       },
-      py::arg("model"), py::arg("config_json"), py::arg("origin"), py::arg("groups"));
+      py::arg("model"), py::arg("config_json"), py::arg("origin"), py::arg("groups"),
+      py::arg("process_group") = py::none(), py::arg("store") = py::none(), py::arg("device") = "cpu");
 }
 
 }  // namespace zerotrain::python

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "bindings.h"
+#include "group.h"
 #include "mirror.h"
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/config/config.h"
@@ -25,15 +26,14 @@ using stages::stage3::PreSharded;
 
 class ParamCutter {
  public:
-  ParamCutter(const std::string& config_json, const std::string& origin) {
-    config::LoadOptions load;
-    load.origin = origin;
-    const Config config = Config::from_string(config_json, load);
+  // `adopted`: the script's torch.distributed group, or nullopt to open the engine's own.
+  ParamCutter(const Config& config, std::optional<comm::Communicator> adopted) {
     ZT_CHECK(config.zero_optimization.stage == 3, ConfigError, "zero.Init cuts parameters as ZeRO stage 3 keeps "
              "them, but the config asks for stage ", static_cast<int>(config.zero_optimization.stage),
              "; set \"zero_optimization\": {\"stage\": 3}, or build the model without zero.Init");
     dtype_ = precision::dtypes_from_config(config).model;
-    cut_ = std::make_shared<PreSharded>(PreSharded{comm::Communicator::init(comm::options_from_config(config)), {}});
+    cut_ = std::make_shared<PreSharded>(
+        PreSharded{adopted ? std::move(*adopted) : comm::Communicator::init(comm::options_from_config(config)), {}});
   }
 
   // Cuts each parameter not cut yet; every rank calls it for the same parameters.
@@ -109,10 +109,17 @@ class ParamCutter {
 
 void bind_zero_init(py::module_& m) {
   py::class_<ParamCutter, std::shared_ptr<ParamCutter>>(m, "ParamCutter")
-      .def(py::init([](const std::string& config_json, const std::string& origin) {
-        py::gil_scoped_release no_gil;   // joins the job: waits for the other ranks
-        return std::make_shared<ParamCutter>(config_json, origin);
-      }))
+      .def(py::init([](const std::string& config_json, const std::string& origin, const py::object& process_group,
+                       const py::object& store, const std::string& device) {
+             config::LoadOptions load;
+             load.origin = origin;
+             const Config config = Config::from_string(config_json, load);
+             auto adopted = adopt_group(process_group, store, device, config);
+             py::gil_scoped_release no_gil;   // joins the job: waits for the other ranks
+             return std::make_shared<ParamCutter>(config, std::move(adopted));
+           }),
+           py::arg("config_json"), py::arg("origin"), py::arg("process_group") = py::none(),
+           py::arg("store") = py::none(), py::arg("device") = "cpu")
       .def("cut", [](ParamCutter& c, const std::vector<at::Tensor>& params) {
         py::gil_scoped_release no_gil;
         c.cut(params);

@@ -2,12 +2,19 @@
 // each rank computes locally. Run under `zerotrain launch` (or mpirun, or a torchrun-style
 // environment); exits 0 when every check passed, 1 otherwise, naming each failure.
 //
-//   comm_check [--large] [--device DEVICE]
+//   comm_check [--large] [--device DEVICE] [--adopt]
 //     --large    adds tensors of 2^20 + 3 elements
+//     --adopt    builds a c10d process group as torch.distributed.init_process_group("gloo")
+//                does (a TCPStore on MASTER_PORT, a ProcessGroup holding a ProcessGroupGloo)
+//                and runs the checks on the Communicator that adopts it (comm/process_group.h)
 //     --device   where the collectives' tensors live: cpu (default) or cuda:N (every rank on
 //                GPU N: two ranks can share one GPU over gloo, as tests/gpu/train_ws2_gpu_test.sh
 //                runs it). The references are computed on the CPU, and every result must be
 //                on DEVICE.
+#define USE_C10D_GLOO 1
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
 #include <ATen/ATen.h>
 
 #include <cstring>
@@ -16,6 +23,7 @@
 #include <vector>
 
 #include "zerotrain/comm/communicator.h"
+#include "zerotrain/comm/process_group.h"
 #include "zerotrain/core/error.h"
 
 namespace comm = zerotrain::comm;
@@ -161,18 +169,39 @@ void check_coalesced(comm::Communicator& c, at::ScalarType dtype) {
   }
 }
 
+// What torch.distributed.init_process_group("gloo") builds, adopted.
+comm::Communicator adopt_gloo_group(const comm::CommOptions& options) {
+  const auto where = comm::rendezvous_from_env();
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<std::uint16_t>(where.master_port);
+  store_options.isServer = where.rank == 0;
+  store_options.numWorkers = where.world_size;
+  store_options.timeout = options.timeout;
+  auto store = c10::make_intrusive<c10d::TCPStore>(where.master_addr, store_options);
+  auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+  gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(where.master_addr));
+  auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, where.rank, where.world_size, gloo_options);
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(store, where.rank, where.world_size);
+  group->setBackend(c10::kCPU, c10d::ProcessGroup::BackendType::GLOO, gloo);
+  group->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
+  return comm::adopt_process_group({group, store}, at::kCPU, options);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool large = false;
+  bool adopt = false;
   try {
     for (int i = 1; i < argc; ++i) {
       if (std::strcmp(argv[i], "--large") == 0) {
         large = true;
+      } else if (std::strcmp(argv[i], "--adopt") == 0) {
+        adopt = true;
       } else if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
         g_device = at::Device(argv[++i]);
       } else {
-        std::cerr << "comm_check: unknown argument " << argv[i] << "; usage: comm_check [--large] [--device cpu|cuda:N]"
+        std::cerr << "comm_check: unknown argument " << argv[i] << "; usage: comm_check [--large] [--device cpu|cuda:N] [--adopt]"
                   << std::endl;
         return 2;
       }
@@ -189,7 +218,7 @@ int main(int argc, char** argv) {
   try {
     comm::CommOptions options;
     options.bucket_nbytes = 64;   // several buckets per coalesced call
-    auto c = comm::Communicator::init(options);
+    auto c = adopt ? adopt_gloo_group(options) : comm::Communicator::init(options);
     const int ws = c.world_size();
     for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble, at::kLong}) {
       for (int64_t numel : {int64_t{1}, int64_t{ws}, int64_t{4 * ws + 1}, int64_t{1000}}) check_all(c, numel, dtype);

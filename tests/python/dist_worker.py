@@ -1,6 +1,7 @@
 """One rank of a job started by another launcher (torchrun), or whose script initialised
-torch.distributed itself first (--torch_first): the engine must share the rendezvous, and
-torch.distributed must work beside it."""
+torch.distributed itself first (--torch_first): the engine runs its collectives on
+torch.distributed's group (or, with --own_group, on its own group over the same store), and
+torch.distributed works beside it."""
 
 import argparse
 import json
@@ -19,12 +20,16 @@ import zerotrain as deepspeed  # noqa: E402
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--torch_first", action="store_true")
+    ap.add_argument("--own_group", action="store_true", help="the config names a backend: the engine opens its own")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     if args.torch_first:
         dist.init_process_group("gloo")
     world = int(os.environ["WORLD_SIZE"])
-    engine, *_ = deepspeed.initialize(model=models.build("toy"), config=models.config(2, 1, 2, world))
+    cfg = models.config(2, 1, 2, world)
+    if args.own_group:
+        cfg["comm"] = {"backend": "gloo"}
+    engine, *_ = deepspeed.initialize(model=models.build("toy"), config=cfg)
     rank = engine.global_rank
     t = torch.tensor([float(rank + 1)])
     dist.all_reduce(t)   # torch.distributed works beside the engine
@@ -34,7 +39,8 @@ def main():
     engine.step()
     with open(f"{args.out}.rank{rank}.json", "w") as f:
         json.dump({"rank": rank, "sum": t.item(), "steps": engine.global_steps,
-                   "norm": engine.get_global_grad_norm()}, f)
+                   "norm": engine.get_global_grad_norm(),
+                   "backend": engine._engine.backend()}, f)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The engine under other launchers: torchrun (whose agent serves the rendezvous store), and a
-script that initialised torch.distributed itself before initialize. One rendezvous store,
-torch.distributed usable beside the engine, the same gradient norm on every rank."""
+script that initialised torch.distributed itself before initialize. The engine's collectives
+run on torch.distributed's group (one group, not two) unless the config names a backend;
+torch.distributed is usable beside the engine; every rank gets the same gradient norm."""
 
 import json
 import os
@@ -23,7 +24,8 @@ def run(cmd, tmp_path):
     return results
 
 
-def check(results):
+def check(results, backend="torch.distributed"):
+    assert [r["backend"] for r in results] == [backend, backend]
     assert [r["sum"] for r in results] == [3.0, 3.0]
     assert all(r["steps"] == 1 for r in results)
     assert results[0]["norm"] == pytest.approx(results[1]["norm"], rel=1e-12)
@@ -44,3 +46,9 @@ def test_under_torchrun(tmp_path):
 def test_torch_distributed_initialised_by_the_script(tmp_path):
     check(run([sys.executable, "-m", "zerotrain.launcher", "--nproc_per_node", "2", "--", sys.executable,
                os.path.join(HERE, "dist_worker.py"), "--torch_first", "--out", f"{tmp_path}/result"], tmp_path))
+
+
+def test_a_named_backend_opens_the_engines_own_group(tmp_path):
+    check(run([sys.executable, "-m", "zerotrain.launcher", "--nproc_per_node", "2", "--", sys.executable,
+               os.path.join(HERE, "dist_worker.py"), "--torch_first", "--own_group", "--out", f"{tmp_path}/result"],
+              tmp_path), backend="gloo")

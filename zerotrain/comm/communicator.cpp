@@ -292,6 +292,8 @@ Communicator Communicator::init(const RendezvousInfo& where, CommOptions options
     case BackendKind::kThreads:
       throw ConfigError(str("the threads backend joins threads of one process (Communicator::make_thread_world); a "
                             "job of ", where.world_size, " processes needs gloo or mpi"));
+    case BackendKind::kProcessGroup:
+      throw ConfigError("a torch.distributed process group is adopted (comm/process_group.h), not opened by name");
     case BackendKind::kAuto: ZT_INTERNAL_ASSERT(false, "auto was resolved above");
   }
   if (where.rank == 0) {
@@ -299,6 +301,13 @@ Communicator Communicator::init(const RendezvousInfo& where, CommOptions options
                 to_string(where.source), " environment), timeout ", options.timeout.count() / 1000.0, " s",
                 options.check_fingerprints ? ", fingerprint checks on" : "");
   }
+  return Communicator(state);
+}
+
+Communicator Communicator::from_backend(std::unique_ptr<detail::Backend> backend, CommOptions options) {
+  auto state = std::make_shared<CommState>();
+  state->backend = std::move(backend);
+  state->options = options;
   return Communicator(state);
 }
 

@@ -34,6 +34,7 @@ CommOptions options_from_config(const config::Config& config);
 
 namespace detail {
 struct CommState;
+class Backend;
 }
 
 class Communicator {
@@ -46,6 +47,8 @@ class Communicator {
   // world_size communicators whose ranks are threads of this process: use rank r's
   // communicator only from rank r's thread. For tests and for stage logic at any world size.
   static std::vector<Communicator> make_thread_world(int world_size, CommOptions options = {});
+  // Over a backend made outside init (comm/process_group.h adopts a c10d process group).
+  static Communicator from_backend(std::unique_ptr<detail::Backend> backend, CommOptions options);
 
   int rank() const;
   int world_size() const;

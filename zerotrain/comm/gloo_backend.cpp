@@ -15,36 +15,6 @@
 namespace zerotrain::comm::detail {
 namespace {
 
-c10d::ReduceOp to_c10d(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return c10d::ReduceOp::SUM;
-    case ReduceOp::kAvg: return c10d::ReduceOp::AVG;
-    case ReduceOp::kMax: return c10d::ReduceOp::MAX;
-  }
-  ZT_INTERNAL_ASSERT(false, "unknown reduce op");
-}
-
-class GlooWork final : public WorkImpl {
- public:
-  explicit GlooWork(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
-
-  bool wait_until(Clock::time_point deadline) override {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    try {
-      // c10d treats 0 ms as "no timeout", so wait at least 1 ms.
-      work_->wait(std::max(left, std::chrono::milliseconds(1)));
-    } catch (const std::exception&) {
-      if (!work_->isCompleted()) return false;   // c10d's "Operation timed out!"
-      throw;
-    }
-    return true;
-  }
-  bool is_completed() override { return work_->isCompleted(); }
-
- private:
-  c10::intrusive_ptr<c10d::Work> work_;
-};
-
 class GlooBackend final : public Backend {
  public:
   GlooBackend(const RendezvousInfo& where, const CommOptions& options) : rank_(where.rank), world_size_(where.world_size) {
@@ -118,7 +88,7 @@ class GlooBackend final : public Backend {
   WorkPtr barrier() override { return wrap(pg_->barrier()); }
 
  private:
-  static WorkPtr wrap(c10::intrusive_ptr<c10d::Work> work) { return std::make_shared<GlooWork>(std::move(work)); }
+  static WorkPtr wrap(c10::intrusive_ptr<c10d::Work> work) { return std::make_shared<C10dWork>(std::move(work)); }
 
   int rank_;
   int world_size_;

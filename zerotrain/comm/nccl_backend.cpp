@@ -41,15 +41,6 @@ std::chrono::milliseconds watchdog_timeout(std::chrono::milliseconds ours) {
   return ours + std::max<std::chrono::milliseconds>(10s, ours / 10);
 }
 
-c10d::ReduceOp to_c10d(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return c10d::ReduceOp::SUM;
-    case ReduceOp::kAvg: return c10d::ReduceOp::AVG;
-    case ReduceOp::kMax: return c10d::ReduceOp::MAX;
-  }
-  ZT_INTERNAL_ASSERT(false, "unknown reduce op");
-}
-
 // The GPU this rank drives, checked before anything touches CUDA or the network.
 at::Device choose_device(const RendezvousInfo& where) {
   const int visible = static_cast<int>(c10::cuda::device_count());

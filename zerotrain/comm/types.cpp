@@ -28,6 +28,7 @@ const char* to_string(ReduceOp op) {
 }
 
 const char* to_string(BackendKind kind) {
+  if (kind == BackendKind::kProcessGroup) return "torch.distributed";
   for (const auto& [k, name] : kBackendNames) {
     if (k == kind) return name;
   }

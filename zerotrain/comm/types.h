@@ -14,7 +14,9 @@ enum class ReduceOp { kSum, kAvg, kMax };
 
 // kAuto: MPI when the process was started by mpirun (OMPI_COMM_WORLD_* set), Gloo otherwise.
 // See docs/comm.md for why, and docs/benchmarks.md for the measurements behind it.
-enum class BackendKind { kAuto, kGloo, kMpi, kNccl, kThreads };
+// kProcessGroup: collectives over a c10d process group made outside the engine (the Python
+// script's torch.distributed group, comm/process_group.h); never chosen by name.
+enum class BackendKind { kAuto, kGloo, kMpi, kNccl, kThreads, kProcessGroup };
 
 const char* to_string(ReduceOp op);
 const char* to_string(BackendKind kind);

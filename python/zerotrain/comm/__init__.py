@@ -28,13 +28,41 @@ def _share_torch_store():
         os.environ["ZEROTRAIN_STORE_SERVED"] = "1"
 
 
+def _adoptable_group(config_text, device):
+    """The script's torch.distributed default group and its store, for the engine to run its
+    collectives on (no second group), or (None, None) for the engine's own group. The engine
+    opens its own when the config's "comm": {"backend": ...} or ZEROTRAIN_COMM_BACKEND names
+    one, when the group is not this job's (another world size), or when it has no backend for
+    the device the engine trains on (said in the log: never silently)."""
+    import json
+    if not torch.distributed.is_initialized():
+        return None, None
+    group = torch.distributed.distributed_c10d._get_default_group()
+    where = _C.rendezvous_from_env()
+    named = json.loads(config_text).get("comm", {}).get("backend") or os.environ.get("ZEROTRAIN_COMM_BACKEND")
+    reason = None
+    if named:
+        reason = f"the job names the \"{named}\" backend"
+    elif group.size() != where["world_size"] or group.rank() != where["rank"]:
+        reason = (f"torch.distributed's group is rank {group.rank()} of {group.size()}, but the launcher's "
+                  f"environment says rank {where['rank']} of {where['world_size']}")
+    elif torch.device(device).type not in {d.type for d in group._device_types}:
+        reason = f"torch.distributed's group ({group._get_backend_name()}) has no backend for {device} tensors"
+    if reason is not None:
+        if where["rank"] == 0:
+            import logging
+            logging.getLogger("zerotrain").info("zerotrain: the engine opens its own process group: %s", reason)
+        return None, None
+    return group, torch.distributed.distributed_c10d._get_default_store()
+
+
 def init_distributed(dist_backend=None, auto_mpi_discovery=True, distributed_port=29500, verbose=True,
                      timeout=datetime.timedelta(minutes=30), init_method=None, dist_init_required=None, config=None,
                      rank=-1, world_size=-1):
     """Checks the launcher's environment and, in a job of more than one process, initialises
     torch.distributed (gloo; nccl where GPUs are) unless the script did, so that its own
-    torch.distributed calls work. The engine joins the same rendezvous store when initialize
-    runs. A single process with no launcher environment needs neither."""
+    torch.distributed calls work. The engine then runs its collectives on that group
+    (_adoptable_group). A single process with no launcher environment needs neither."""
     if dist_backend is not None and dist_backend not in _BACKENDS:
         raise ConfigError(f"[config] init_distributed(dist_backend={dist_backend!r}): give \"gloo\", \"mpi\" or "
                           "\"nccl\"")

@@ -77,6 +77,13 @@ def _training_device(model):
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
 
 
+def _engine_device(model):
+    """Where the engine trains: the device of the (placed) parameters."""
+    for p in model.parameters():
+        return str(p.device)
+    return "cpu"
+
+
 def _zero_init_cutter(model, stage):
     """The zero.Init cutter the model's parameters were cut by, if any."""
     cutters = {id(c): c for c in (getattr(p, "_zt_cutter", None) for p in model.parameters()) if c is not None}
@@ -150,7 +157,11 @@ class DeepSpeedEngine(torch.nn.Module):
             cutter.give_to(self._mirror.units[0][1])
         groups = _param_groups(model, optimizer, model_parameters)
         self._shared = _shared_names(model)
-        self._engine = _C.initialize(self._mirror.root, text, origin, groups)
+        # The script's torch.distributed group carries the engine's collectives too; a model
+        # cut by zero.Init brings the communicator it was cut with instead.
+        device = _engine_device(model)
+        group, store = _comm._adoptable_group(text, device) if cutter is None else (None, None)
+        self._engine = _C.initialize(self._mirror.root, text, origin, groups, group, store, device)
         if cutter is not None:
             cutter.restore_unplaced(list(model.parameters()))   # frozen ones: whole again
         self._resolved = self._engine.resolved_config()

@@ -157,6 +157,11 @@ def _unpatch():
         del torch.nn.Module.__init_subclass__
 
 
+def _zero_init_device():
+    """Where the parameters built under zero.Init are made, and so cut: torch's default device."""
+    return str(torch.get_default_device()) if hasattr(torch, "get_default_device") else "cpu"
+
+
 class Init:
     """DeepSpeed's zero.Init: a model built inside the scope is never whole on any rank. As
     each module finishes its __init__, its own parameters keep their shape and dtype (the
@@ -181,12 +186,15 @@ class Init:
         if self._cutter is not None:
             return
         from ... import comm as _comm
-        _comm.init_distributed()   # torch.distributed first: the cutter then shares its store
+        _comm.init_distributed()   # torch.distributed first: the cutter then cuts over its group
         if self._config is None:
             text, origin = json.dumps({"zero_optimization": {"stage": 3}}), "<zero.Init default config>"
         else:
             text, origin = _config.config_source(config=self._config)
-        self._cutter = _C.ParamCutter(text, origin)   # joins the job (ConfigError unless stage 3)
+        device = _zero_init_device()
+        group, store = _comm._adoptable_group(text, device)   # the script's torch.distributed group, if usable
+        # Joins the job (ConfigError unless stage 3).
+        self._cutter = _C.ParamCutter(text, origin, group, store, device)
 
     def _cut_own(self, module):
         params = [p for p in module._parameters.values() if p is not None and getattr(p, "_zt_cutter", None) is None]

@@ -1,0 +1,112 @@
+// The backend over an adopted c10d process group (comm/process_group.h). It only forwards:
+// the group's own backends own the transport, and the Communicator composes what they lack.
+#include "zerotrain/comm/process_group.h"
+
+#include "zerotrain/comm/backend.h"
+#include "zerotrain/comm/c10d_flat.h"
+#include "zerotrain/comm/store.h"
+#include "zerotrain/core/error.h"
+#include "zerotrain/core/logging.h"
+
+namespace zerotrain::comm {
+namespace detail {
+namespace {
+
+// A board that knows nothing, for a group adopted without its store.
+class NoBoard final : public ProgressBoard {
+ public:
+  explicit NoBoard(int world_size) : world_size_(world_size) {}
+  void publish(int64_t, const std::string&) override {}
+  std::vector<RankProgress> snapshot() override {
+    std::vector<RankProgress> board(static_cast<size_t>(world_size_));
+    for (int r = 0; r < world_size_; ++r) {
+      board[static_cast<size_t>(r)] = {r, false, -1, "unknown (the adopted group's store was not given)"};
+    }
+    return board;
+  }
+
+ private:
+  int world_size_;
+};
+
+class ProcessGroupBackend final : public Backend {
+ public:
+  explicit ProcessGroupBackend(AdoptedGroup adopted)
+      : pg_(std::move(adopted.group)), rank_(pg_->getRank()), world_size_(pg_->getSize()) {
+    const std::string name = pg_->getBackendName();
+    // Gloo and NCCL reduce every floating type (bf16 included) and int64; anything else
+    // (MPI builds differ) gets the Communicator's upcast for all but fp32/fp64.
+    full_reductions_ = name.find("gloo") != std::string::npos || name.find("nccl") != std::string::npos;
+    if (adopted.store) {
+      board_ = make_store_board(std::move(adopted.store), rank_, world_size_);
+    } else {
+      board_ = std::make_unique<NoBoard>(world_size_);
+    }
+  }
+
+  BackendKind kind() const override { return BackendKind::kProcessGroup; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  bool reduces(at::ScalarType dtype) const override {
+    return full_reductions_ || dtype == at::kFloat || dtype == at::kDouble || dtype == at::kLong;
+  }
+  // Not every backend behind a group averages (Gloo's AVG depends on the build); the
+  // Communicator's sum-then-divide gives the same result on all of them.
+  bool averages(at::ScalarType) const override { return false; }
+  ProgressBoard& progress() override { return *board_; }
+
+  WorkPtr all_reduce(const at::Tensor& tensor, ReduceOp op) override {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::AllreduceOptions o;
+    o.reduceOp = to_c10d(op);
+    return wrap(pg_->allreduce(tensors, o));
+  }
+  WorkPtr reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) override {
+    at::Tensor in = input, out = output;
+    c10d::ReduceScatterOptions o;
+    o.reduceOp = to_c10d(op);
+    return wrap(reduce_scatter_flat(*pg_, out, in, o));
+  }
+  WorkPtr all_gather(const at::Tensor& input, const at::Tensor& output) override {
+    at::Tensor in = input, out = output;
+    return wrap(all_gather_flat(*pg_, out, in));
+  }
+  WorkPtr broadcast(const at::Tensor& tensor, int root) override {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    return wrap(pg_->broadcast(tensors, o));
+  }
+  WorkPtr barrier() override { return wrap(pg_->barrier()); }
+
+ private:
+  static WorkPtr wrap(c10::intrusive_ptr<c10d::Work> work) { return std::make_shared<C10dWork>(std::move(work)); }
+
+  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  int rank_;
+  int world_size_;
+  bool full_reductions_ = false;
+  std::unique_ptr<ProgressBoard> board_;
+};
+
+}  // namespace
+}  // namespace detail
+
+Communicator adopt_process_group(AdoptedGroup adopted, at::Device device, CommOptions options) {
+  ZT_CHECK(adopted.group, ConfigError, "adopt_process_group: no process group given; call "
+           "torch.distributed.init_process_group first, or let the engine open its own");
+  ZT_CHECK(adopted.group->hasBackendForDeviceType(device.type()), ConfigError, "the torch.distributed process group (",
+           adopted.group->getBackendName(), ") has no backend for ", device.type(), " tensors, where this engine "
+           "trains; initialise it with a backend for them (gloo for CPU, nccl for CUDA, or "
+           "\"cpu:gloo,cuda:nccl\"), or set \"comm\": {\"backend\": ...} so the engine opens its own group");
+  options.backend = BackendKind::kProcessGroup;
+  const auto group_name = adopted.group->getBackendName();
+  auto comm = Communicator::from_backend(std::make_unique<detail::ProcessGroupBackend>(std::move(adopted)), options);
+  if (comm.rank() == 0) {
+    ZT_LOG_INFO("comm: torch.distributed's process group (", group_name, "), world size ", comm.world_size(),
+                ", timeout ", options.timeout.count() / 1000.0, " s", options.check_fingerprints ? ", fingerprint checks on" : "");
+  }
+  return comm;
+}
+
+}  // namespace zerotrain::comm
