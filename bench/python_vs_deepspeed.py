@@ -5,13 +5,15 @@ on transformers' GPT-2 at two sizes, 2 ranks on this machine, one intra-op threa
 both started by `zerotrain launch`. Each round runs every setup once, zerotrain and
 DeepSpeed back to back; the table gives per setup the median over rounds of each round's
 ratio (samples/s, peak RSS per rank, time from process start to the end of the first step).
+--peer fsdp2 compares with PyTorch FSDP2 (fully_shard per block, the same script's model and
+data) instead; use it with --stages 3.
 
     python3 bench/python_vs_deepspeed.py [--models 10m,124m] [--stages 0,1,2,3] [--dtypes fp32,bf16]
-        [--rounds 3] [--steps 6] [--warmup 2] [--micro 4] [--write]
+        [--rounds 3] [--steps 6] [--warmup 2] [--micro 4] [--peer deepspeed|fsdp2] [--write]
 
 DeepSpeed runs from $ZEROTRAIN_HOME/ds-venv, made on first use: a venv that sees the pinned
 venv's packages (torch among them, not downloaded again) and adds deepspeed==0.19.8.
---write puts the table into docs/benchmarks.md between the python_vs_deepspeed:<models> markers.
+--write puts the table into docs/benchmarks.md between the python_vs_<peer>:<models> markers.
 """
 import argparse
 import json
@@ -86,9 +88,11 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--micro", type=int, default=4)
+    ap.add_argument("--peer", choices=["deepspeed", "fsdp2"], default="deepspeed")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
-    ds_python = ensure_ds_venv()
+    peer_python = ensure_ds_venv() if args.peer == "deepspeed" else PINNED
+    peer_name = {"deepspeed": "DeepSpeed", "fsdp2": "FSDP2"}[args.peer]
     setups = [(m, int(s), d) for m in args.models.split(",") for d in args.dtypes.split(",")
               for s in args.stages.split(",")]
     rows = {s: [] for s in setups}
@@ -96,14 +100,14 @@ def main():
         for rnd in range(args.rounds):
             for setup in setups:
                 zt = run("zerotrain", PINNED, *setup, args.steps, tmp, args.micro, args.warmup)
-                ds = run("deepspeed", ds_python, *setup, args.steps, tmp, args.micro, args.warmup)
+                ds = run(args.peer, peer_python, *setup, args.steps, tmp, args.micro, args.warmup)
                 rows[setup].append((zt, ds))
-                print(f"round {rnd + 1} {setup}: zerotrain {zt}\n    deepspeed {ds}", file=sys.stderr, flush=True)
+                print(f"round {rnd + 1} {setup}: zerotrain {zt}\n    {args.peer} {ds}", file=sys.stderr, flush=True)
     lines = [f"CPU: {cpu_line()}. World size {WORLD} (`zerotrain launch`), 1 intra-op thread per rank, "
              f"{args.steps} timed steps after {args.warmup} warm-up steps, micro-batch {args.micro} × 128 tokens, AdamW; "
-             f"{args.rounds} rounds, interleaved. Ratios are zerotrain / DeepSpeed, the median over rounds.", "",
+             f"{args.rounds} rounds, interleaved. Ratios are zerotrain / {peer_name}, the median over rounds.", "",
              "| model | dtype | stage | samples/s ratio | peak RSS ratio | first step ratio | zerotrain samples/s | "
-             "DeepSpeed samples/s | zerotrain first step | DeepSpeed first step |",
+             f"{peer_name} samples/s | zerotrain first step | {peer_name} first step |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for (model, stage, dtype), pairs in rows.items():
         ok = [(z, d) for z, d in pairs if "error" not in z and "error" not in d]
@@ -126,7 +130,8 @@ def main():
         # One block per --models value, between its markers (added at the end the first time).
         path = os.path.join(ROOT, "docs", "benchmarks.md")
         doc = open(path).read()
-        begin, end = f"<!-- python_vs_deepspeed:{args.models} -->", f"<!-- python_vs_deepspeed:{args.models} end -->"
+        key = f"python_vs_{args.peer}:{args.models}"
+        begin, end = f"<!-- {key} -->", f"<!-- {key} end -->"
         block = f"{begin}\n{text}\n{end}"
         if begin in doc and end in doc:
             doc = doc[:doc.index(begin)] + block + doc[doc.index(end) + len(end):]

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""The Python front end against the C++ command on one model: `zerotrain train --model gpt`
+and bench/py_train.py's `import zerotrain as deepspeed` script on the same GPT in Python
+(bench/gpt_py.py: the same layers, the same synthetic sequences), with one ds_config file,
+2 ranks under `zerotrain launch` on gloo, one intra-op thread per rank. Both time the same
+steps: the second half of the run (`zerotrain train` logs every `--steps` steps, and its
+second log's samples/s covers exactly those). Each round runs every stage once, the two
+back to back; the table gives the median over rounds of each round's ratio Python / C++.
+
+    ~/.cache/zerotrain/venv/bin/python bench/python_vs_cli.py [--preset small] [--stages 0,3]
+        [--rounds 3] [--steps 10] [--micro 8] [--write]
+
+--write puts the table into docs/benchmarks.md between the python_vs_cli markers.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from python_vs_deepspeed import PINNED, ROOT, cpu_line
+
+WORLD = 2
+LR = 3e-3
+
+
+def config(stage, micro):
+    return {"train_batch_size": micro * WORLD, "train_micro_batch_size_per_gpu": micro,
+            "gradient_accumulation_steps": 1, "gradient_clipping": 0.0,
+            "optimizer": {"type": "AdamW", "params": {"lr": LR, "weight_decay": 0.0}},
+            "zero_optimization": {"stage": stage}}
+
+
+def env():
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.path.join(ROOT, "build", "python"))
+
+
+def run_cli(zt, cfg_path, args, tmp, stage):
+    metrics = os.path.join(tmp, f"cli{stage}.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    subprocess.run([zt, "launch", "--nproc_per_node", str(WORLD), "--backend", "gloo", "--", zt, "train",
+                    "--model", "gpt", "--model_config", f"preset={args.preset}", "--deepspeed", cfg_path,
+                    "--per_device_train_batch_size", str(args.micro), "--learning_rate", str(LR),
+                    "--weight_decay", "0", "--max_grad_norm", "0", "--max_steps", str(2 * args.steps),
+                    "--logging_steps", str(args.steps), "--seed", "3", "--metrics_file", metrics],
+                   check=True, capture_output=True, env=env(), timeout=1800)
+    rows = [json.loads(line) for line in open(metrics)]
+    second = [r for r in rows if r.get("step") == 2 * args.steps and "loss" in r][-1]
+    return {"samples_per_s": second["samples_per_s"], "peak_rss_bytes": max(second["peak_rss_bytes"])}
+
+
+def run_python(cfg_path, args, tmp, stage):
+    out = os.path.join(tmp, f"py{stage}")
+    subprocess.run([PINNED, "-m", "zerotrain.launcher", "--nproc_per_node", str(WORLD), "--", PINNED,
+                    os.path.join(ROOT, "bench", "py_train.py"), "--impl", "zerotrain", "--model", f"gpt-{args.preset}",
+                    "--config", cfg_path, "--micro", str(args.micro), "--warmup", str(args.steps),
+                    "--steps", str(args.steps), "--out", out], check=True, capture_output=True, env=env(),
+                   timeout=1800)
+    ranks = [json.load(open(f"{out}.{r}")) for r in range(WORLD)]
+    return {"samples_per_s": ranks[0]["samples_per_s"], "peak_rss_bytes": max(r["peak_rss_bytes"] for r in ranks)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--preset", default="small")
+    ap.add_argument("--stages", default="0,3")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--micro", type=int, default=8)
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args()
+    zt = os.path.join(args.build, "tools", "zerotrain")
+    stages = [int(s) for s in args.stages.split(",")]
+    ratios = {s: [] for s in stages}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rnd in range(args.rounds):
+            for stage in stages:
+                path = os.path.join(tmp, f"zero{stage}.json")
+                json.dump(config(stage, args.micro), open(path, "w"))
+                cli = run_cli(zt, path, args, tmp, stage)
+                py = run_python(path, args, tmp, stage)
+                ratios[stage].append((py, cli))
+                print(f"round {rnd + 1} stage {stage}: python {py} cli {cli}", file=sys.stderr, flush=True)
+    lines = [f"CPU: {cpu_line()}. The built-in GPT, preset {args.preset}, world size {WORLD} on gloo, 1 intra-op "
+             f"thread per rank, micro-batch {args.micro}, AdamW; {args.steps} timed steps after {args.steps}; "
+             f"{args.rounds} rounds, interleaved. Ratios are Python / C++ (`zerotrain train`), the median over "
+             "rounds.", "",
+             "| stage | samples/s ratio | peak RSS ratio | Python samples/s | C++ samples/s | Python peak RSS | "
+             "C++ peak RSS |", "|---|---|---|---|---|---|---|"]
+    mib = 1 << 20
+    for stage, pairs in ratios.items():
+        med = lambda f: statistics.median(f(p, c) for p, c in pairs)   # noqa: E731
+        lines.append(f"| {stage} | {med(lambda p, c: p['samples_per_s'] / c['samples_per_s']):.3f} | "
+                     f"{med(lambda p, c: p['peak_rss_bytes'] / c['peak_rss_bytes']):.2f} | "
+                     f"{statistics.median(p['samples_per_s'] for p, _ in pairs):.3g} | "
+                     f"{statistics.median(c['samples_per_s'] for _, c in pairs):.3g} | "
+                     f"{statistics.median(p['peak_rss_bytes'] for p, _ in pairs) / mib:.0f} MiB | "
+                     f"{statistics.median(c['peak_rss_bytes'] for _, c in pairs) / mib:.0f} MiB |")
+    text = "\n".join(lines)
+    print(text)
+    if args.write:
+        path = os.path.join(ROOT, "docs", "benchmarks.md")
+        doc = open(path).read()
+        begin, end = "<!-- python_vs_cli -->", "<!-- python_vs_cli end -->"
+        block = f"{begin}\n{text}\n{end}"
+        if begin in doc and end in doc:
+            doc = doc[:doc.index(begin)] + block + doc[doc.index(end) + len(end):]
+        else:
+            doc += "\n" + block + "\n"
+        open(path, "w").write(doc)
+
+
+if __name__ == "__main__":
+    main()
