@@ -17,7 +17,13 @@ if(NOT ZEROTRAIN_TORCH_DIR)
   execute_process(
     COMMAND ${ZEROTRAIN_PYTHON} -c "import importlib.util,os;print(os.path.dirname(importlib.util.find_spec('torch').origin))"
     OUTPUT_VARIABLE ZEROTRAIN_TORCH_DIR OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _rc)
-  if(NOT _rc EQUAL 0)
+  if(NOT _rc EQUAL 0 AND DEFINED SKBUILD)
+    # pip's default isolated build environment has no torch (it would have to fetch a second
+    # copy of the wheel and could build against another torch than the one that runs it).
+    message(FATAL_ERROR "No torch found for the Python that pip builds with (${ZEROTRAIN_PYTHON}): install the "
+            "package with `pip install --no-build-isolation .` from an environment that has torch==2.15.0 and "
+            "scikit-build-core (docs/python.md)")
+  elseif(NOT _rc EQUAL 0)
     message(FATAL_ERROR "No torch found for ${ZEROTRAIN_PYTHON}; run scripts/setup.sh, or pass -DZEROTRAIN_TORCH_DIR=<site-packages/torch>")
   endif()
 endif()

@@ -7,9 +7,14 @@ from .report import command_path
 
 
 def main(argv=None):
-    import subprocess
+    """Becomes `zerotrain launch` (exec): no Python process with torch loaded (about 500 MiB)
+    stays behind for the length of the job, and signals reach the launcher directly."""
+    import os
     args = sys.argv[1:] if argv is None else list(argv)
-    return subprocess.call([command_path(), "launch", *args])
+    command = command_path()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(command, [command, "launch", *args])
 
 
 if __name__ == "__main__":

@@ -15,6 +15,19 @@ import models  # noqa: E402
 import zerotrain as deepspeed  # noqa: E402
 
 
+def evaluate(engine, name):
+    """What a script does between training runs: eval mode, no autograd, then train mode again."""
+    engine.eval()
+    x, y = models.batches(4, seed=7)
+    with torch.no_grad():
+        result = {"eval_loss": engine(x, y).item()}
+        if isinstance(engine.module, models.HFWrapper):
+            result["generated"] = engine.module.lm.generate(x[:2, :3], max_new_tokens=5, do_sample=False,
+                                                             pad_token_id=0).tolist()
+    engine.train()
+    return result
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="toy")
@@ -27,6 +40,9 @@ def main():
     ap.add_argument("--save", default=None, help="save a checkpoint here at the end")
     ap.add_argument("--load", default=None, help="load this checkpoint first, then train --steps more")
     ap.add_argument("--start_step", type=int, default=0, help="the global step the data starts at")
+    ap.add_argument("--evaluate", action="store_true",
+                    help="after training: a torch.no_grad() evaluation loss, and for transformers models a greedy "
+                         "model.generate(), both through the engine's module (gathered per unit at stage 3)")
     deepspeed.add_config_arguments(ap)
     args = ap.parse_args()
 
@@ -53,6 +69,7 @@ def main():
         norms.append(engine.get_global_grad_norm())
     if args.save:
         engine.save_checkpoint(args.save, client_state={"losses": losses})
+    evaluated = evaluate(engine, args.model) if args.evaluate else {}
     state = {}
     with deepspeed.zero.GatheredParameters(list(model.parameters())):
         if rank == 0:
@@ -60,7 +77,7 @@ def main():
     result = {"rank": rank, "world": world, "losses": losses, "norms": norms, "state": state,
               "global_steps": engine.global_steps, "micro_steps": engine.micro_steps,
               "global_samples": engine.global_samples, "stage": engine.zero_optimization_stage(),
-              "state_bytes": engine.model_state_bytes()}
+              "state_bytes": engine.model_state_bytes(), **evaluated}
     with open(f"{args.out}.rank{rank}.json", "w") as f:
         json.dump(result, f)
 

@@ -3,6 +3,7 @@ trained through the Python front end at stages 0-3 x world 1/2 x accumulation 1/
 in bf16, against plain single-process PyTorch (test_parity.py's oracle)."""
 
 import pytest
+import torch
 
 import models
 from test_parity import MICRO, STEPS, check
@@ -25,3 +26,23 @@ def test_transformers_bf16(ranks, name, stage):
     results = ranks("parity_worker.py", ["--model", name, "--stage", stage, "--accum", 2, "--micro", MICRO,
                                          "--steps", STEPS, "--dtype", "bf16"], 2)
     check(results, models.reference(name, STEPS, 2, 2, MICRO, "bf16"), "bf16", 2, 2, name)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_stage3_no_grad_evaluation_and_generate(ranks, name):
+    """Under stage 3 at world 2, a torch.no_grad() evaluation and a greedy model.generate() on the
+    trained model give what the plain PyTorch model with the oracle's weights gives."""
+    results = ranks("parity_worker.py", ["--model", name, "--stage", 3, "--accum", 1, "--micro", MICRO,
+                                         "--steps", STEPS, "--evaluate"], 2)
+    ref_losses, ref_norms, ref_state = models.reference(name, STEPS, 2, 1, MICRO)
+    check(results, (ref_losses, ref_norms, ref_state), "fp32", 2, 1, name)
+    model = models.build(name)
+    model.load_state_dict(ref_state)
+    model.eval()
+    x, y = models.batches(4, seed=7)
+    with torch.no_grad():
+        want_loss = model(x, y).item()
+        want_tokens = model.lm.generate(x[:2, :3], max_new_tokens=5, do_sample=False, pad_token_id=0).tolist()
+    for r in results:
+        assert abs(r["eval_loss"] - want_loss) <= 1e-5 * abs(want_loss), f"rank {r['rank']}: {r['eval_loss']} vs {want_loss}"
+        assert r["generated"] == want_tokens, f"rank {r['rank']}: generated {r['generated']}, want {want_tokens}"
