@@ -13,7 +13,8 @@ data) instead; use it with --stages 3.
 
 DeepSpeed runs from $ZEROTRAIN_HOME/ds-venv, made on first use: a venv that sees the pinned
 venv's packages (torch among them, not downloaded again) and adds deepspeed==0.19.8.
---write puts the table into docs/benchmarks.md between the python_vs_<peer>:<models> markers.
+--write puts the table into docs/benchmarks.md between the python_vs_<peer>:<models>[:<dtypes>]
+markers (the dtypes when not fp32 alone).
 """
 import argparse
 import json
@@ -130,7 +131,7 @@ def main():
         # One block per --models value, between its markers (added at the end the first time).
         path = os.path.join(ROOT, "docs", "benchmarks.md")
         doc = open(path).read()
-        key = f"python_vs_{args.peer}:{args.models}"
+        key = f"python_vs_{args.peer}:{args.models}" + ("" if args.dtypes == "fp32" else f":{args.dtypes}")
         begin, end = f"<!-- {key} -->", f"<!-- {key} end -->"
         block = f"{begin}\n{text}\n{end}"
         if begin in doc and end in doc:
