@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-from python_vs_deepspeed import PINNED, ROOT, cpu_line
+from python_vs_deepspeed import PINNED, ROOT, cpu_line, write_block
 
 WORLD = 2
 LR = 3e-3
@@ -103,15 +103,7 @@ def main():
     text = "\n".join(lines)
     print(text)
     if args.write:
-        path = os.path.join(ROOT, "docs", "benchmarks.md")
-        doc = open(path).read()
-        begin, end = "<!-- python_vs_cli -->", "<!-- python_vs_cli end -->"
-        block = f"{begin}\n{text}\n{end}"
-        if begin in doc and end in doc:
-            doc = doc[:doc.index(begin)] + block + doc[doc.index(end) + len(end):]
-        else:
-            doc += "\n" + block + "\n"
-        open(path, "w").write(doc)
+        write_block("python_vs_cli", text)
 
 
 if __name__ == "__main__":

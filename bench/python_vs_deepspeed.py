@@ -128,17 +128,21 @@ def main():
     text = "\n".join(lines)
     print(text)
     if args.write:
-        # One block per --models value, between its markers (added at the end the first time).
-        path = os.path.join(ROOT, "docs", "benchmarks.md")
-        doc = open(path).read()
-        key = f"python_vs_{args.peer}:{args.models}" + ("" if args.dtypes == "fp32" else f":{args.dtypes}")
-        begin, end = f"<!-- {key} -->", f"<!-- {key} end -->"
-        block = f"{begin}\n{text}\n{end}"
-        if begin in doc and end in doc:
-            doc = doc[:doc.index(begin)] + block + doc[doc.index(end) + len(end):]
-        else:
-            doc += "\n" + block + "\n"
-        open(path, "w").write(doc)
+        write_block(f"python_vs_{args.peer}:{args.models}" + ("" if args.dtypes == "fp32" else f":{args.dtypes}"), text)
+
+
+def write_block(key, text):
+    """Puts `text` into docs/benchmarks.md between the <!-- key --> markers (added at the
+    end the first time)."""
+    path = os.path.join(ROOT, "docs", "benchmarks.md")
+    doc = open(path).read()
+    begin, end = f"<!-- {key} -->", f"<!-- {key} end -->"
+    block = f"{begin}\n{text}\n{end}"
+    if begin in doc and end in doc:
+        doc = doc[:doc.index(begin)] + block + doc[doc.index(end) + len(end):]
+    else:
+        doc += "\n" + block + "\n"
+    open(path, "w").write(doc)
 
 
 if __name__ == "__main__":

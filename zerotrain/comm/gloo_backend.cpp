@@ -5,8 +5,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "zerotrain/comm/backend.h"
-#include "zerotrain/comm/c10d_flat.h"
+#include "zerotrain/comm/c10d_backend.h"
 #include "zerotrain/comm/store.h"
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"
@@ -15,7 +14,7 @@
 namespace zerotrain::comm::detail {
 namespace {
 
-class GlooBackend final : public Backend {
+class GlooBackend final : public C10dBackend<c10d::ProcessGroupGloo> {
  public:
   GlooBackend(const RendezvousInfo& where, const CommOptions& options) : rank_(where.rank), world_size_(where.world_size) {
     ZT_CHECK(!where.master_addr.empty() && where.master_port > 0, ConfigError,
@@ -63,37 +62,10 @@ class GlooBackend final : public Backend {
   ProgressBoard& progress() override { return *board_; }
   void abandon() override { abandoned_ = true; }
 
-  WorkPtr all_reduce(const at::Tensor& tensor, ReduceOp op) override {
-    std::vector<at::Tensor> tensors{tensor};
-    c10d::AllreduceOptions o;
-    o.reduceOp = to_c10d(op);
-    return wrap(pg_->allreduce(tensors, o));
-  }
-  WorkPtr reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) override {
-    at::Tensor in = input, out = output;
-    c10d::ReduceScatterOptions o;
-    o.reduceOp = to_c10d(op);
-    return wrap(reduce_scatter_flat(*pg_, out, in, o));
-  }
-  WorkPtr all_gather(const at::Tensor& input, const at::Tensor& output) override {
-    at::Tensor in = input, out = output;
-    return wrap(all_gather_flat(*pg_, out, in));
-  }
-  WorkPtr broadcast(const at::Tensor& tensor, int root) override {
-    std::vector<at::Tensor> tensors{tensor};
-    c10d::BroadcastOptions o;
-    o.rootRank = root;
-    return wrap(pg_->broadcast(tensors, o));
-  }
-  WorkPtr barrier() override { return wrap(pg_->barrier()); }
-
  private:
-  static WorkPtr wrap(c10::intrusive_ptr<c10d::Work> work) { return std::make_shared<C10dWork>(std::move(work)); }
-
   int rank_;
   int world_size_;
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
   std::unique_ptr<ProgressBoard> board_;
   bool abandoned_ = false;
 };

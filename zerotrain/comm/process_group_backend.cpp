@@ -2,8 +2,7 @@
 // the group's own backends own the transport, and the Communicator composes what they lack.
 #include "zerotrain/comm/process_group.h"
 
-#include "zerotrain/comm/backend.h"
-#include "zerotrain/comm/c10d_flat.h"
+#include "zerotrain/comm/c10d_backend.h"
 #include "zerotrain/comm/store.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
@@ -29,10 +28,11 @@ class NoBoard final : public ProgressBoard {
   int world_size_;
 };
 
-class ProcessGroupBackend final : public Backend {
+class ProcessGroupBackend final : public C10dBackend<c10d::ProcessGroup> {
  public:
   explicit ProcessGroupBackend(AdoptedGroup adopted)
-      : pg_(std::move(adopted.group)), rank_(pg_->getRank()), world_size_(pg_->getSize()) {
+      : rank_(adopted.group->getRank()), world_size_(adopted.group->getSize()) {
+    pg_ = std::move(adopted.group);
     const std::string name = pg_->getBackendName();
     // Gloo and NCCL reduce every floating type (bf16 included) and int64; anything else
     // (MPI builds differ) gets the Communicator's upcast for all but fp32/fp64.
@@ -55,34 +55,7 @@ class ProcessGroupBackend final : public Backend {
   bool averages(at::ScalarType) const override { return false; }
   ProgressBoard& progress() override { return *board_; }
 
-  WorkPtr all_reduce(const at::Tensor& tensor, ReduceOp op) override {
-    std::vector<at::Tensor> tensors{tensor};
-    c10d::AllreduceOptions o;
-    o.reduceOp = to_c10d(op);
-    return wrap(pg_->allreduce(tensors, o));
-  }
-  WorkPtr reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) override {
-    at::Tensor in = input, out = output;
-    c10d::ReduceScatterOptions o;
-    o.reduceOp = to_c10d(op);
-    return wrap(reduce_scatter_flat(*pg_, out, in, o));
-  }
-  WorkPtr all_gather(const at::Tensor& input, const at::Tensor& output) override {
-    at::Tensor in = input, out = output;
-    return wrap(all_gather_flat(*pg_, out, in));
-  }
-  WorkPtr broadcast(const at::Tensor& tensor, int root) override {
-    std::vector<at::Tensor> tensors{tensor};
-    c10d::BroadcastOptions o;
-    o.rootRank = root;
-    return wrap(pg_->broadcast(tensors, o));
-  }
-  WorkPtr barrier() override { return wrap(pg_->barrier()); }
-
  private:
-  static WorkPtr wrap(c10::intrusive_ptr<c10d::Work> work) { return std::make_shared<C10dWork>(std::move(work)); }
-
-  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   int rank_;
   int world_size_;
   bool full_reductions_ = false;
