@@ -40,7 +40,7 @@ def main():
     with open(f"{args.out}.rank{rank}.json", "w") as f:
         json.dump({"rank": rank, "sum": t.item(), "steps": engine.global_steps,
                    "norm": engine.get_global_grad_norm(),
-                   "backend": engine._engine.backend()}, f)
+                   "backend": engine._engine.backend(), "module": deepspeed.__file__}, f)
 
 
 if __name__ == "__main__":
