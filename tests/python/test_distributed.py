@@ -18,6 +18,7 @@ def run(cmd, tmp_path):
                           env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     results = []
+    (tmp_path / "output.txt").write_text(proc.stdout + proc.stderr)
     for r in range(2):
         with open(f"{tmp_path}/result.rank{r}.json") as f:
             results.append(json.load(f))
@@ -52,3 +53,4 @@ def test_a_named_backend_opens_the_engines_own_group(tmp_path):
     check(run([sys.executable, "-m", "zerotrain.launcher", "--nproc_per_node", "2", "--", sys.executable,
                os.path.join(HERE, "dist_worker.py"), "--torch_first", "--own_group", "--out", f"{tmp_path}/result"],
               tmp_path), backend="gloo")
+    assert 'comm: the engine opens its own process group: the job names the "gloo" backend' in (tmp_path / "output.txt").read_text()

@@ -33,7 +33,7 @@ def _adoptable_group(config_text, device):
     collectives on (no second group), or (None, None) for the engine's own group. The engine
     opens its own when the config's "comm": {"backend": ...} or ZEROTRAIN_COMM_BACKEND names
     one, when the group is not this job's (another world size), or when it has no backend for
-    the device the engine trains on (said in the log: never silently)."""
+    the device the engine trains on, and says why in the engine's log."""
     import json
     if not torch.distributed.is_initialized():
         return None, None
@@ -50,8 +50,7 @@ def _adoptable_group(config_text, device):
         reason = f"torch.distributed's group ({group._get_backend_name()}) has no backend for {device} tensors"
     if reason is not None:
         if where["rank"] == 0:
-            import logging
-            logging.getLogger("zerotrain").info("zerotrain: the engine opens its own process group: %s", reason)
+            _C.log_info(f"comm: the engine opens its own process group: {reason}")
         return None, None
     return group, torch.distributed.distributed_c10d._get_default_store()
 
