@@ -39,7 +39,8 @@ def _adoptable_group(config_text, device):
         return None, None
     group = torch.distributed.distributed_c10d._get_default_group()
     where = _C.rendezvous_from_env()
-    named = json.loads(config_text).get("comm", {}).get("backend") or os.environ.get("ZEROTRAIN_COMM_BACKEND")
+    block = json.loads(config_text).get("comm")   # checked by the engine's config reader, not here
+    named = (block.get("backend") if isinstance(block, dict) else None) or os.environ.get("ZEROTRAIN_COMM_BACKEND")
     reason = None
     if named:
         reason = f"the job names the \"{named}\" backend"
