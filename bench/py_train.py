@@ -78,7 +78,7 @@ def main():
     builtin = args.model.startswith("gpt-")
     if builtin:   # the built-in GPT and its synthetic sequences, as `zerotrain train --model gpt` has them
         gcfg = gpt_py.PRESETS[args.model[len("gpt-"):]]
-        model, vocab, blocks = gpt_py.make_gpt(gcfg), gcfg["vocab_size"], None
+        model = gpt_py.make_gpt(gcfg)
         batches = [gpt_py.synthetic_batch(gcfg, 3, (step * world + rank) * args.micro, args.micro)
                    for step in range(args.warmup + args.steps)]
 
@@ -88,11 +88,11 @@ def main():
         from transformers import GPT2Config, GPT2LMHeadModel
         cfg = GPT2Config(**MODELS[args.model], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
                          bos_token_id=0, eos_token_id=0)
-        model, vocab = GPT2LMHeadModel(cfg), cfg.vocab_size
+        model = GPT2LMHeadModel(cfg)
         g = torch.Generator().manual_seed(100 + rank)
         batches = []
         for _ in range(args.warmup + args.steps):
-            tokens = torch.randint(0, vocab, (args.micro, args.seq), generator=g)
+            tokens = torch.randint(0, cfg.vocab_size, (args.micro, args.seq), generator=g)
             batches.append((tokens, tokens))
 
         def forward(x, y):
