@@ -24,4 +24,5 @@ PYBIND11_MODULE(_C, m) {
   zerotrain::python::bind_engine(m);
   zerotrain::python::bind_zero_init(m);
   zerotrain::python::bind_tools(m);
+  zerotrain::python::bind_trainer_args(m);
 }

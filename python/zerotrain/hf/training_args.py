@@ -1,0 +1,75 @@
+"""transformers.TrainingArguments with `deepspeed=` served by zerotrain's engine.
+
+transformers' own class builds HF's DeepSpeed integration in __post_init__ (which imports
+the deepspeed package and registers a global config that makes from_pretrained import it
+too). This subclass takes the same fields, hides `deepspeed` from that code, and keeps the
+config for zerotrain.hf.Trainer instead: read and checked by zerotrain's config reader, its
+"auto" values checked against the arguments now (HF checks them here too) and filled when
+training starts, once the number of steps and the model are known."""
+
+import dataclasses
+import json
+import os
+
+import transformers
+
+from .. import config as _config
+from ..errors import ConfigError, UsageError
+from . import auto_values
+
+
+@dataclasses.dataclass
+class TrainingArguments(transformers.TrainingArguments):
+    """transformers.TrainingArguments; `deepspeed` (a path, a dict or a JSON string) is the
+    ds_config that zerotrain.hf.Trainer trains with."""
+
+    def __post_init__(self):
+        if str(os.environ.get("ACCELERATE_USE_DEEPSPEED", "false")).lower() in ("1", "true", "yes", "on"):
+            raise UsageError("[usage] ACCELERATE_USE_DEEPSPEED is set: it makes accelerate run DeepSpeed's engine "
+                             "under zerotrain.hf; unset it (zerotrain's engine serves the `deepspeed=` config)")
+        if self.auto_find_batch_size:
+            raise UsageError("[usage] auto_find_batch_size: a ZeRO engine is built for one batch size (HF refuses "
+                             "it with DeepSpeed's ZeRO-3 too); give per_device_train_batch_size")
+        ds, self.deepspeed = self.deepspeed, None
+        try:
+            # Without `deepspeed`, HF's __post_init__ sets up devices and torch.distributed as
+            # for a plain run: no DeepSpeed plugin, no global HfDeepSpeedConfig.
+            super().__post_init__()
+        finally:
+            self.deepspeed = ds
+        if isinstance(ds, str) and ds.lstrip().startswith("{"):
+            ds = json.loads(ds)
+        self.zerotrain_config = None
+        if ds is None or ds is False or ds == "":
+            return
+        text, origin = _config.config_source(config=ds)
+        try:
+            cfg = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"[config] {origin}: not JSON ({e}); check the file") from None
+        self.zerotrain_config = cfg
+        self.zerotrain_config_origin = origin
+        # HF's trainer_config_process: the values known now are checked now, so a mismatch
+        # stops the script before the model is loaded.
+        auto_values.resolve(cfg, origin, self)
+        # The engine owns precision and gradient accumulation: accelerate must add no
+        # autocast or GradScaler, and must not wrap micro-steps in the model's no_sync()
+        # (ZeRO-2/3 reduce during every backward).
+        self.mixed_precision = "no"
+        kwargs = dict(self.accelerator_config.gradient_accumulation_kwargs or {})
+        kwargs["sync_each_batch"] = True
+        self.accelerator_config.gradient_accumulation_kwargs = kwargs
+
+    @property
+    def place_model_on_device(self):
+        # The engine places the model (and zero.Init's parameters have no memory to move).
+        if self.zerotrain_config is not None:
+            return False
+        return super().place_model_on_device
+
+    @property
+    def n_gpu(self):
+        # One process per device under zerotrain's launcher: never torch's DataParallel.
+        if getattr(self, "zerotrain_config", None) is not None:
+            return min(super().n_gpu, 1)
+        return super().n_gpu
