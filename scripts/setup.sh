@@ -17,7 +17,9 @@ NUMPY_VERSION=2.4.6
 SAFETENSORS_VERSION=0.8.0   # reads `zerotrain zero-to-fp32`'s output in tests/cli/checkpoint_tools_test.sh
 TENSORBOARD_VERSION=2.20.0  # reads the event files of --report_to tensorboard in the tests
 PYTEST_VERSION=9.2.0        # runs the Python package's tests (tests/python)
-TRANSFORMERS_VERSION=5.24.0 # GPT-2 and Llama built from configs in the Python tests
+TRANSFORMERS_VERSION=5.24.0 # GPT-2 and Llama built from configs in the Python tests; zerotrain.hf
+ACCELERATE_VERSION=1.15.0   # transformers' Trainer needs it (zerotrain.hf.Trainer subclasses it)
+DATASETS_VERSION=5.2.0      # a datasets.Dataset as the Trainer's train_dataset, in the tests
 ZEROTRAIN_HOME=${ZEROTRAIN_HOME:-$HOME/.cache/zerotrain}
 BUILD_DIR=${ZEROTRAIN_BUILD:-build}
 BUILD_TYPE=${ZEROTRAIN_BUILD_TYPE:-RelWithDebInfo}
@@ -82,6 +84,12 @@ fi
 if ! "$VENV/bin/python" -c "import pytest, transformers, sys; sys.exit(pytest.__version__ != '$PYTEST_VERSION' or transformers.__version__ != '$TRANSFORMERS_VERSION')" 2>/dev/null; then
   say "installing pytest==$PYTEST_VERSION transformers==$TRANSFORMERS_VERSION into $VENV"
   "$VENV/bin/pip" install -q "pytest==$PYTEST_VERSION" "transformers==$TRANSFORMERS_VERSION"
+fi
+# zerotrain.hf: HF's Trainer runs on accelerate; the tests also feed it a datasets.Dataset and
+# train a byte-level BPE tokenizer with `tokenizers` (which transformers brings).
+if ! "$VENV/bin/python" -c "import accelerate, datasets, sys; sys.exit(accelerate.__version__ != '$ACCELERATE_VERSION' or datasets.__version__ != '$DATASETS_VERSION')" 2>/dev/null; then
+  say "installing accelerate==$ACCELERATE_VERSION datasets==$DATASETS_VERSION into $VENV"
+  "$VENV/bin/pip" install -q "accelerate==$ACCELERATE_VERSION" "datasets==$DATASETS_VERSION"
 fi
 TORCH_DIR=$("$VENV/bin/python" - <<'PY'
 import importlib.util, os
