@@ -3,7 +3,9 @@
 // rank's chunk kept (comm::chunk_range, as zerotrain::ZeroInit keeps it), the parameter's
 // memory freed; so the model is never whole on any rank. The chunks go to the engine at
 // initialize, which places them one bucket at a time (stages/stage3/preshard.h).
+#include <optional>
 #include <unordered_map>
+#include <utility>
 
 #include "bindings.h"
 #include "group.h"
@@ -27,7 +29,11 @@ using stages::stage3::PreSharded;
 class ParamCutter {
  public:
   // `adopted`: the script's torch.distributed group, or nullopt to open the engine's own.
-  ParamCutter(const Config& config, std::optional<comm::Communicator> adopted) {
+  // `from_rank0` false: no broadcast when cutting, each rank keeps the chunk of its own
+  // values (a loader fills every chunk from the checkpoint next; rank 0's uninitialised
+  // values would cost a broadcast of the whole model for nothing).
+  ParamCutter(const Config& config, std::optional<comm::Communicator> adopted, bool from_rank0)
+      : from_rank0_(from_rank0) {
     ZT_CHECK(config.zero_optimization.stage == 3, ConfigError, "zero.Init cuts parameters as ZeRO stage 3 keeps "
              "them, but the config asks for stage ", static_cast<int>(config.zero_optimization.stage),
              "; set \"zero_optimization\": {\"stage\": 3}, or build the model without zero.Init");
@@ -41,7 +47,7 @@ class ParamCutter {
     for (const at::Tensor& p : params) {
       if (index_.count(p.unsafeGetTensorImpl())) continue;
       index_[p.unsafeGetTensorImpl()] = cut_->params.size();
-      cut_->params.push_back(stages::stage3::cut_parameter(comm(), p, dtype_));
+      cut_->params.push_back(stages::stage3::cut_parameter(comm(), p, dtype_, std::nullopt, from_rank0_));
     }
   }
 
@@ -86,6 +92,26 @@ class ParamCutter {
     }
   }
 
+  // This rank's chunk of `p` and where it starts in p's flat elements (comm::chunk_range), or
+  // nullopt when p was not cut here or was placed already. The chunk is the cutter's own
+  // tensor: what is written into it is what the engine places (a loader fills it from a file).
+  std::optional<std::pair<at::Tensor, int64_t>> chunk_of(const at::Tensor& p) {
+    PreShard* piece = find(p);
+    if (!piece || !piece->chunk.defined()) return std::nullopt;
+    const auto range = comm::chunk_range(piece->param.numel(), comm().world_size(), comm().rank());
+    return std::make_pair(piece->chunk, range.offset);
+  }
+
+  // Parameters that left the model after they were cut (a weight tied to another replaces
+  // it): their chunks go, so that initialize neither places nor re-gathers them. Every rank
+  // drops the same ones.
+  void drop(const std::vector<at::Tensor>& params) {
+    for (const at::Tensor& p : params) {
+      PreShard* piece = find(p);
+      if (piece) piece->chunk = at::Tensor();
+    }
+  }
+
   // Hands the chunks to the engine through the model's first unit (stages/stage3/preshard.h).
   void give_to(Mirror& unit) {
     ZT_CHECK(unit.unit != nullptr, InternalError, "zero.Init's chunks given to a module that is not a unit");
@@ -101,6 +127,7 @@ class ParamCutter {
   }
 
   at::ScalarType dtype_ = at::kFloat;
+  bool from_rank0_ = true;
   std::shared_ptr<PreSharded> cut_;
   std::unordered_map<const c10::TensorImpl*, size_t> index_;
 };
@@ -110,16 +137,16 @@ class ParamCutter {
 void bind_zero_init(py::module_& m) {
   py::class_<ParamCutter, std::shared_ptr<ParamCutter>>(m, "ParamCutter")
       .def(py::init([](const std::string& config_json, const std::string& origin, const py::object& process_group,
-                       const py::object& store, const std::string& device) {
+                       const py::object& store, const std::string& device, bool from_rank0) {
              config::LoadOptions load;
              load.origin = origin;
              const Config config = Config::from_string(config_json, load);
              auto adopted = adopt_group(process_group, store, device, config);
              py::gil_scoped_release no_gil;   // joins the job: waits for the other ranks
-             return std::make_shared<ParamCutter>(config, std::move(adopted));
+             return std::make_shared<ParamCutter>(config, std::move(adopted), from_rank0);
            }),
            py::arg("config_json"), py::arg("origin"), py::arg("process_group") = py::none(),
-           py::arg("store") = py::none(), py::arg("device") = "cpu")
+           py::arg("store") = py::none(), py::arg("device") = "cpu", py::arg("from_rank0") = true)
       .def("cut", [](ParamCutter& c, const std::vector<at::Tensor>& params) {
         py::gil_scoped_release no_gil;
         c.cut(params);
@@ -136,6 +163,10 @@ void bind_zero_init(py::module_& m) {
         py::gil_scoped_release no_gil;
         c.restore_unplaced(params);
       })
+      .def("chunk_of", &ParamCutter::chunk_of, py::arg("param"),
+           "(chunk, offset): this rank's chunk of the parameter, the cutter's own tensor, and its first "
+           "element's index in the flat parameter; None when not cut here or already placed")
+      .def("drop", [](ParamCutter& c, const std::vector<at::Tensor>& params) { c.drop(params); })
       .def("give_to", &ParamCutter::give_to);
 }
 

@@ -40,9 +40,11 @@ std::shared_ptr<PreSharded> preshard_if_active(torch::nn::Module& unit);
 
 // One parameter cut: in `dtype` (floating parameters) and on `device` if given, rank 0's
 // values broadcast, this rank's chunk kept, the parameter left without memory. A collective:
-// every rank cuts the same parameters in the same order.
+// every rank cuts the same parameters in the same order. With `from_rank0` false there is no
+// broadcast (and no collective): each rank keeps the chunk of its own values, for a caller
+// that writes every chunk next (a pretrained model's loader).
 PreShard cut_parameter(comm::Communicator& comm, const at::Tensor& param, at::ScalarType dtype,
-                       std::optional<c10::Device> device = std::nullopt);
+                       std::optional<c10::Device> device = std::nullopt, bool from_rank0 = true);
 
 // The communicator the model's units were cut for, if it was built under ZeroInit.
 std::optional<comm::Communicator> preshard_comm(torch::nn::Module& model);

@@ -75,7 +75,7 @@ std::shared_ptr<PreSharded> preshard_if_active(torch::nn::Module& unit) {
 }
 
 PreShard cut_parameter(comm::Communicator& comm, const at::Tensor& param, at::ScalarType dtype,
-                       std::optional<c10::Device> device) {
+                       std::optional<c10::Device> device, bool from_rank0) {
   c10::NoGradGuard no_grad;
   at::Tensor full = param.detach();
   if (full.is_floating_point() && full.scalar_type() != dtype) full = full.to(dtype);
@@ -85,7 +85,7 @@ PreShard cut_parameter(comm::Communicator& comm, const at::Tensor& param, at::Sc
   if (full.storage_offset() != 0 || !full.is_contiguous() || full.storage().nbytes() != full.nbytes()) {
     full = full.contiguous().clone();
   }
-  comm.broadcast(full, 0).wait();
+  if (from_rank0) comm.broadcast(full, 0).wait();
   const auto range = comm::chunk_range(full.numel(), comm.world_size(), comm.rank());
   at::Tensor chunk = full.reshape(-1).narrow(0, range.offset, range.numel).clone();
   at::Tensor p = param;

@@ -171,6 +171,10 @@ class Init:
     built (tying aside), open zero.GatheredParameters(params, modifier_rank=0) around the
     change. `module=`: cut an already built model now."""
 
+    # Each parameter's values come from rank 0 (broadcast when cut). zerotrain.hf's loader
+    # turns it off: it writes every chunk from the checkpoint next.
+    _from_rank0 = True
+
     def __init__(self, module=None, data_parallel_group=None, mem_efficient_linear=True, remote_device=None,
                  pin_memory=False, config_dict_or_path=None, config=None, enabled=True, dtype=None, mpu=None,
                  **kwargs):
@@ -194,7 +198,7 @@ class Init:
         device = _zero_init_device()
         group, store = _comm._adoptable_group(text, device)   # the script's torch.distributed group, if usable
         # Joins the job (ConfigError unless stage 3).
-        self._cutter = _C.ParamCutter(text, origin, group, store, device)
+        self._cutter = _C.ParamCutter(text, origin, group, store, device, from_rank0=self._from_rank0)
 
     def _cut_own(self, module):
         params = [p for p in module._parameters.values() if p is not None and getattr(p, "_zt_cutter", None) is None]
