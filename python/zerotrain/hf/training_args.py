@@ -40,6 +40,7 @@ class TrainingArguments(transformers.TrainingArguments):
         if isinstance(ds, str) and ds.lstrip().startswith("{"):
             ds = json.loads(ds)
         self.zerotrain_config = None
+        self.hf_zero_config = None
         if ds is None or ds is False or ds == "":
             return
         text, origin = _config.config_source(config=ds)
@@ -51,7 +52,12 @@ class TrainingArguments(transformers.TrainingArguments):
         self.zerotrain_config_origin = origin
         # HF's trainer_config_process: the values known now are checked now, so a mismatch
         # stops the script before the model is loaded.
-        auto_values.resolve(cfg, origin, self)
+        known = auto_values.resolve(cfg, origin, self)
+        # As HF's arguments keep an HfDeepSpeedConfig alive: at stage 3, zerotrain.hf's
+        # AutoModel*.from_pretrained then builds the model under zero.Init, in the dtype
+        # these arguments train in, each rank reading only its share of the weights.
+        from .zero_config import HfZeroConfig
+        self.hf_zero_config = HfZeroConfig(known)
         # The engine owns precision and gradient accumulation: accelerate must add no
         # autocast or GradScaler, and must not wrap micro-steps in the model's no_sync()
         # (ZeRO-2/3 reduce during every backward).
