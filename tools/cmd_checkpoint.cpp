@@ -2,12 +2,15 @@
 // consolidate a sharded checkpoint into safetensors files, streaming; say what a checkpoint
 // holds and whether it is complete and intact. No LibTorch: both work on the files alone.
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <string>
 
 #include "tools/commands.h"
 #include "zerotrain/checkpoint/consolidate.h"
+#include "zerotrain/checkpoint/file_io.h"
 #include "zerotrain/checkpoint/locate.h"
 #include "zerotrain/checkpoint/reader.h"
 #include "zerotrain/checkpoint/writer.h"
@@ -27,6 +30,7 @@ struct ZeroToFp32Options {
   std::string tag;
   std::string max_shard_size = "5GB";
   std::string dtype = "fp32";
+  std::string hf_config;   // a Hugging Face model folder whose config files go with the weights
 };
 
 struct InspectOptions {
@@ -45,12 +49,45 @@ ckpt::Dtype output_dtype(const std::string& name) {
   throw UsageError("--dtype " + name + ": give fp32, bf16 or fp16 (the dtype the parameters are written in)");
 }
 
+// The files of a Hugging Face model folder besides its weights, as save_pretrained writes
+// them: config.json (required) and generation_config.json (where the model has one).
+constexpr const char* kHfConfigFiles[] = {"config.json", "generation_config.json"};
+
+// --hf_config's folder has a config.json (UsageError otherwise), checked before the
+// checkpoint is read.
+void check_hf_config(const std::string& dir) {
+  std::error_code ec;
+  const fs::path config = fs::path(dir) / kHfConfigFiles[0];
+  ZT_CHECK(fs::is_regular_file(config, ec), UsageError, "--hf_config ", dir, ": ", config.string(),
+           " is missing; give the folder of the Hugging Face model that was trained (the one from_pretrained read), "
+           "or write its config there first (model.config.save_pretrained(dir))");
+}
+
+// Copies the folder's config files into `out_dir`, each whole or not at all.
+std::vector<fs::path> copy_hf_config(const std::string& dir, const std::string& out_dir) {
+  std::vector<fs::path> copied;
+  for (const char* name : kHfConfigFiles) {
+    const fs::path from = fs::path(dir) / name;
+    std::error_code ec;
+    if (!fs::is_regular_file(from, ec)) continue;
+    std::ifstream in(from, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ZT_CHECK(!in.bad(), IoError, "cannot read ", from.string());
+    ckpt::AtomicFile out(fs::path(out_dir) / name);
+    out.write(text);
+    out.commit();
+    copied.push_back(out.path());
+  }
+  return copied;
+}
+
 int run_zero_to_fp32(const ZeroToFp32Options& opt) {
   // The command line is checked before the checkpoint is touched.
   ckpt::ConsolidateOptions options{.dtype = output_dtype(opt.dtype),
                                    .max_shard_bytes = strings::parse_bytes(opt.max_shard_size, "--max_shard_size")};
   ZT_CHECK(options.max_shard_bytes >= 1, UsageError, "--max_shard_size ", opt.max_shard_size,
            ": give a positive size, such as 5GB (the default, DeepSpeed's)");
+  if (!opt.hf_config.empty()) check_hf_config(opt.hf_config);
   const ckpt::LocatedTag located = ckpt::locate_tag(opt.checkpoint_dir, opt.tag);
   ckpt::CheckpointReader reader(located.tag_dir);
   const ckpt::Manifest& m = reader.manifest();
@@ -58,6 +95,8 @@ int run_zero_to_fp32(const ZeroToFp32Options& opt) {
             << (m.world_size == 1 ? "" : "s") << " at ZeRO stage " << m.zero_stage << ", " << m.model_dtype
             << ") into " << opt.output_dir << " as " << opt.dtype << std::endl;
   const ckpt::ConsolidatedOutput out = ckpt::consolidate(reader, opt.output_dir, options);
+  const std::vector<fs::path> configs =
+      opt.hf_config.empty() ? std::vector<fs::path>{} : copy_hf_config(opt.hf_config, opt.output_dir);
 
   int64_t params = 0, frozen = 0, buffers = 0, numel = 0;
   for (const auto& t : out.plan.tensors) {
@@ -67,13 +106,14 @@ int run_zero_to_fp32(const ZeroToFp32Options& opt) {
     if (t.kind != ckpt::PlannedTensor::Kind::kBuffer) numel += t.numel();
   }
   std::cout << "  " << count(params, "parameter") << ", " << frozen << " frozen, " << count(buffers, "buffer") << ": "
-            << numel << " parameter elements, " << checkpoint::format_bytes(out.plan.total_tensor_bytes) << " of tensors\n";
+            << numel << " parameter elements, " << checkpoint::format_bytes(out.plan.output.total_tensor_bytes) << " of tensors\n";
   for (const fs::path& f : out.files) {
     std::error_code ec;
     const auto size = fs::file_size(f, ec);
     std::cout << "  wrote " << f.string() << " (" << (ec ? std::string("?") : checkpoint::format_bytes(static_cast<int64_t>(size)))
               << ")\n";
   }
+  for (const fs::path& f : configs) std::cout << "  copied " << f.string() << " (from --hf_config)\n";
   for (const fs::path& f : out.removed) std::cout << "  removed " << f.string() << " (from an earlier consolidation)\n";
   std::cout << "  read one tensor at a time: a buffer of " << checkpoint::format_bytes(out.plan.buffer_bytes)
             << " (the largest tensor as saved)\n";
@@ -254,6 +294,9 @@ Command add_zero_to_fp32_command(CLI::App& app) {
   cmd->add_option("--max_shard_size,--max-shard-size", opt->max_shard_size,
                   "The largest shard: 5GB (the default), 500MB, 2GiB, ...");
   cmd->add_option("--dtype", opt->dtype, "The parameters' dtype: fp32 (the default), bf16 or fp16");
+  cmd->add_option("--hf_config,--hf-config", opt->hf_config,
+                  "A Hugging Face model folder: its config.json (required) and generation_config.json go into "
+                  "output_dir, which from_pretrained then loads");
   return {cmd, [opt] { return run_zero_to_fp32(*opt); }};
 }
 

@@ -8,6 +8,7 @@ set(ZEROTRAIN_CHECKPOINT_IO_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint/reader.cpp
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint/writer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint/float_convert.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint/sharded_writer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint/consolidate.cpp
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint/locate.cpp
 )

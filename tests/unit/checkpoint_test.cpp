@@ -6,6 +6,8 @@
 #include <sys/resource.h>
 #include <torch/torch.h>
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <cstring>
 #include <fstream>
@@ -540,6 +542,75 @@ TEST(CheckpointSave, Save16BitModelWritesSafetensors) {
   });
   for (const auto& e : errors2) EXPECT_EQ(e, "");
   EXPECT_TRUE(fs::exists(fs::path(dir) / "model.safetensors"));
+  fs::remove_all(dir);
+}
+
+// Stage 3 streams the model into Hugging Face's shards: every parameter once (the tied head
+// is the embedding), the values consolidated_16bit_state_dict gathers, and a failure on rank
+// 0 throws on every rank and leaves nothing.
+TEST(CheckpointSave, Save16BitModelStreamsShardsAtStage3) {
+  const std::string dir = fresh_dir("16bit_shards");
+  std::mutex mutex;
+  std::map<std::string, torch::Tensor> oracle;
+  const auto errors = run_ranks(2, [&](int rank, comm::Communicator& comm) {
+    torch::manual_seed(3);
+    SharingNet net;
+    net->to(torch::kBFloat16);
+    auto config = Config::from_string(R"({"train_batch_size": 4, "bf16": {"enabled": true},
+      "optimizer": {"type": "AdamW", "params": {"lr": 0.01}},
+      "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0,
+                            "stage3_gather_16bit_weights_on_model_save": true}})");
+    Engine engine = initialize(net.ptr(), config, {.comm = comm});
+    for (int s = 0; s < 2; ++s) {
+      const auto x = torch::randn({2, 8}).to(torch::kBFloat16);
+      engine.backward(net->forward(x, true).to(torch::kFloat).pow(2).mean());
+      engine.step();
+    }
+    EXPECT_TRUE(engine.save_16bit_model(dir, "model.safetensors", {.max_shard_bytes = 100}));
+    auto whole = engine.consolidated_16bit_state_dict();
+    if (rank == 0) {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (auto& [name, t] : whole) oracle[name] = t;
+    }
+    // A file where the folder should be: rank 0 fails, every rank throws.
+    const std::string blocked = dir + "_file";
+    if (rank == 0) std::ofstream(blocked) << "in the way";
+    comm.barrier().wait();
+    try {
+      engine.save_16bit_model(blocked);
+      ADD_FAILURE() << "rank " << rank << " did not throw";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 0: [io] cannot create the output directory"), std::string::npos) << e.what();
+    }
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  ASSERT_FALSE(oracle.empty());
+  EXPECT_EQ(oracle.size(), 5u);   // embed (= head), block and branch: the tied weight once
+  const auto index = nlohmann::json::parse(std::ifstream(fs::path(dir) / "model.safetensors.index.json"));
+  std::set<std::string> files;
+  for (const auto& [name, file] : index["weight_map"].items()) {
+    EXPECT_TRUE(oracle.count(name)) << name;
+    files.insert(file.get<std::string>());
+  }
+  EXPECT_EQ(index["weight_map"].size(), oracle.size());
+  EXPECT_GT(files.size(), 2u);
+  for (const std::string& file : files) {
+    std::ifstream in(fs::path(dir) / file, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    const auto header = checkpoint::parse_safetensors_header(std::string_view(bytes).substr(8, n),
+                                                             static_cast<int64_t>(bytes.size()), file);
+    EXPECT_EQ(header.metadata, (std::map<std::string, std::string>{{"format", "pt"}}));
+    for (const auto& t : header.tensors) {
+      const torch::Tensor& want = oracle.at(t.name);
+      EXPECT_EQ(t.dtype, checkpoint::Dtype::kBF16) << t.name;
+      ASSERT_EQ(t.nbytes(), static_cast<int64_t>(want.nbytes())) << t.name;
+      EXPECT_EQ(std::memcmp(bytes.data() + header.data_offset + t.begin, want.contiguous().data_ptr(), want.nbytes()), 0)
+          << t.name;
+    }
+  }
+  fs::remove(dir + "_file");
   fs::remove_all(dir);
 }
 

@@ -161,7 +161,7 @@ TEST_P(ConsolidateEngine, OutputIsTheMasterWeights) {
 
   // Shards of at most 100 bytes: fc1.weight (512 B) alone, the rest spread over several.
   const auto sharded = ckpt::consolidate(reader, out, {.dtype = ckpt::Dtype::kF32, .max_shard_bytes = 100});
-  EXPECT_GT(sharded.plan.shards.size(), 3u);
+  EXPECT_GT(sharded.plan.output.shards.size(), 3u);
   EXPECT_TRUE(fs::exists(out / "model.safetensors.index.json"));
   EXPECT_FALSE(fs::exists(out / "model.safetensors"));
   expect_identical(read_output(out), fp32, "sharded fp32 output vs one file");

@@ -125,17 +125,17 @@ TEST(Consolidate, PlanSharesHuggingFacesSplit) {
   // 40, 120, 40, 40 and 16 bytes into shards of at most 100: b is larger than a shard and
   // gets one at once; a and c share the next until d would tip it over; d and n the last.
   const ConsolidationPlan plan = plan_consolidation(m, {.dtype = Dtype::kF32, .max_shard_bytes = 100}, "m.json");
-  ASSERT_EQ(plan.shards.size(), 3u);
-  EXPECT_EQ(plan.shards[0].file, "model-00001-of-00003.safetensors");
-  EXPECT_EQ(plan.shards[0].tensors, (std::vector<size_t>{1}));       // b: larger than a shard, its own
-  EXPECT_EQ(plan.shards[1].tensors, (std::vector<size_t>{0, 2}));    // a, c: d would tip it over
-  EXPECT_EQ(plan.shards[2].tensors, (std::vector<size_t>{4, 3}));    // d, n; the I64 buffer first (alignment)
-  EXPECT_EQ(plan.total_tensor_bytes, 40 + 120 + 40 + 40 + 16);
+  ASSERT_EQ(plan.output.shards.size(), 3u);
+  EXPECT_EQ(plan.output.shards[0].file, "model-00001-of-00003.safetensors");
+  EXPECT_EQ(plan.output.shards[0].tensors, (std::vector<size_t>{1}));       // b: larger than a shard, its own
+  EXPECT_EQ(plan.output.shards[1].tensors, (std::vector<size_t>{0, 2}));    // a, c: d would tip it over
+  EXPECT_EQ(plan.output.shards[2].tensors, (std::vector<size_t>{4, 3}));    // d, n; the I64 buffer first (alignment)
+  EXPECT_EQ(plan.output.total_tensor_bytes, 40 + 120 + 40 + 40 + 16);
   EXPECT_EQ(plan.buffer_bytes, 120);
   const ConsolidationPlan one = plan_consolidation(m, {.dtype = Dtype::kBF16}, "m.json");
-  ASSERT_EQ(one.shards.size(), 1u);
-  EXPECT_EQ(one.shards[0].file, "model.safetensors");
-  EXPECT_EQ(one.total_tensor_bytes, 60 * 2 + 16);   // parameters in bf16, the buffer as saved
+  ASSERT_EQ(one.output.shards.size(), 1u);
+  EXPECT_EQ(one.output.shards[0].file, "model.safetensors");
+  EXPECT_EQ(one.output.total_tensor_bytes, 60 * 2 + 16);   // parameters in bf16, the buffer as saved
   EXPECT_EQ(one.buffer_bytes, 120);                 // read as saved: fp32
 }
 
@@ -238,7 +238,7 @@ TEST(Consolidate, ShardsWithAnIndexAndNoStaleFiles) {
 
   std::ifstream in(dir / "out" / "model.safetensors.index.json");
   const auto index = nlohmann::json::parse(in);
-  EXPECT_EQ(index["metadata"]["total_size"], out.plan.total_tensor_bytes);
+  EXPECT_EQ(index["metadata"]["total_size"], out.plan.output.total_tensor_bytes);
   const size_t shards = out.files.size() - 1;
   std::map<std::string, std::string> where;
   int64_t bytes = 0;
@@ -253,7 +253,7 @@ TEST(Consolidate, ShardsWithAnIndexAndNoStaleFiles) {
       EXPECT_TRUE(t.nbytes() <= 64 || r.header.tensors.size() == 1) << t.name << " shares an oversized shard";
     }
   }
-  EXPECT_EQ(bytes, out.plan.total_tensor_bytes);
+  EXPECT_EQ(bytes, out.plan.output.total_tensor_bytes);
   const auto weight_map = index["weight_map"].get<std::map<std::string, std::string>>();
   EXPECT_EQ(weight_map, where);
   EXPECT_EQ(where.size(), 8u);

@@ -1,17 +1,11 @@
 #include "zerotrain/checkpoint/consolidate.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
-#include <cctype>
-#include <cstdio>
 #include <memory>
 #include <set>
 #include <unordered_map>
 
-#include "zerotrain/checkpoint/file_io.h"
 #include "zerotrain/checkpoint/float_convert.h"
-#include "zerotrain/checkpoint/writer.h"
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::checkpoint {
@@ -22,27 +16,6 @@ namespace fs = std::filesystem;
 // Conversions go through this much memory at a time, so a 16-bit output costs no second
 // copy of the largest tensor.
 constexpr int64_t kScratchBytes = 4 << 20;
-// HF's metadata: `format` tells loaders the tensors came from PyTorch.
-const std::map<std::string, std::string> kOutputMetadata{{"format", "pt"}};
-
-std::string shard_name(size_t index, size_t count) {
-  if (count == 1) return std::string(kConsolidatedName);
-  char name[64];
-  std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", index + 1, count);
-  return name;
-}
-
-// A file an earlier consolidation may have written here (or its temporary name after a crash).
-bool consolidation_file(std::string name) {
-  if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) name.resize(name.size() - 4);
-  if (name == kConsolidatedName || name == kConsolidatedIndexName) return true;
-  const std::string_view shape = "model-#####-of-#####.safetensors";
-  if (name.size() != shape.size()) return false;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == '#' ? !std::isdigit(static_cast<unsigned char>(name[i])) : name[i] != shape[i]) return false;
-  }
-  return true;
-}
 
 std::string describe(const PlannedTensor& t) {
   switch (t.kind) {
@@ -99,7 +72,7 @@ void check_pieces(CheckpointReader& reader, const ConsolidationPlan& plan) {
   }
 }
 
-void write_tensor(AtomicFile& out, const PlannedTensor& t, const char* buffer, std::vector<char>& scratch) {
+void write_tensor(ShardedWriter& out, const PlannedTensor& t, const char* buffer, std::vector<char>& scratch) {
   if (t.saved == t.dtype) {
     out.write(buffer, t.nbytes());
     return;
@@ -111,18 +84,6 @@ void write_tensor(AtomicFile& out, const PlannedTensor& t, const char* buffer, s
     convert_floats(buffer + at * dtype_size(t.saved), t.saved, scratch.data(), t.dtype, n);
     out.write(scratch.data(), n * dtype_size(t.dtype));
   }
-}
-
-int64_t write_index(const fs::path& path, const ConsolidationPlan& plan) {
-  nlohmann::json weight_map = nlohmann::json::object();   // sorted by name, as HF writes it
-  for (const PlannedShard& s : plan.shards) {
-    for (size_t i : s.tensors) weight_map[plan.tensors[i].name] = s.file;
-  }
-  const nlohmann::json index = {{"metadata", {{"total_size", plan.total_tensor_bytes}}}, {"weight_map", weight_map}};
-  AtomicFile out(path);
-  out.write(index.dump(2) + "\n");
-  out.commit();
-  return out.bytes_written();
 }
 
 }  // namespace
@@ -147,6 +108,7 @@ ConsolidationPlan plan_consolidation(const Manifest& m, const ConsolidateOptions
   ZT_CHECK(o.max_shard_bytes >= 1, UsageError, "the largest shard must be at least 1 byte, got ", o.max_shard_bytes);
   ConsolidationPlan plan;
   std::set<std::string> names;
+  int64_t total_bytes = 0;
   auto add = [&](PlannedTensor::Kind kind, size_t record, const std::string& name, const std::vector<int64_t>& shape,
                  const std::string& saved_tag, bool converted) {
     PlannedTensor t{kind, record, name, shape};
@@ -163,7 +125,7 @@ ConsolidationPlan plan_consolidation(const Manifest& m, const ConsolidateOptions
     int64_t nbytes = 0, saved_nbytes = 0;
     ZT_CHECK(!__builtin_mul_overflow(t.numel(), dtype_size(t.dtype), &nbytes) &&
                  !__builtin_mul_overflow(t.numel(), dtype_size(t.saved), &saved_nbytes) &&
-                 !__builtin_add_overflow(plan.total_tensor_bytes, nbytes, &plan.total_tensor_bytes),
+                 !__builtin_add_overflow(total_bytes, nbytes, &total_bytes),
              CheckpointError, file, ": ", describe(t), " is too large to address (a damaged manifest)");
     plan.buffer_bytes = std::max(plan.buffer_bytes, saved_nbytes);
     plan.tensors.push_back(std::move(t));
@@ -174,32 +136,9 @@ ConsolidationPlan plan_consolidation(const Manifest& m, const ConsolidateOptions
   // round, and DeepSpeed's zero_to_fp32.py copies them as saved too.
   for (size_t i = 0; i < m.buffers.size(); ++i) add(PlannedTensor::Kind::kBuffer, i, m.buffers[i].name, m.buffers[i].shape, m.buffers[i].dtype, false);
 
-  // huggingface_hub's split_torch_state_dict_into_shards: fill a shard in order until the
-  // next tensor would tip it over; a tensor larger than the limit gets a shard of its own.
-  std::vector<PlannedShard> shards;
-  PlannedShard current;
-  for (size_t i = 0; i < plan.tensors.size(); ++i) {
-    const int64_t nbytes = plan.tensors[i].nbytes();
-    if (nbytes > o.max_shard_bytes) {
-      shards.push_back({"", {i}, nbytes});
-      continue;
-    }
-    if (!current.tensors.empty() && current.tensor_bytes + nbytes > o.max_shard_bytes) {
-      shards.push_back(std::move(current));
-      current = {};
-    }
-    current.tensors.push_back(i);
-    current.tensor_bytes += nbytes;
-  }
-  if (!current.tensors.empty() || shards.empty()) shards.push_back(std::move(current));
-  for (size_t s = 0; s < shards.size(); ++s) {
-    shards[s].file = shard_name(s, shards.size());
-    // Widest dtype first within a file, so every tensor is aligned to its element size.
-    std::stable_sort(shards[s].tensors.begin(), shards[s].tensors.end(), [&](size_t a, size_t b) {
-      return dtype_size(plan.tensors[a].dtype) > dtype_size(plan.tensors[b].dtype);
-    });
-  }
-  plan.shards = std::move(shards);
+  std::vector<OutputTensor> outputs;
+  for (const PlannedTensor& t : plan.tensors) outputs.push_back({t.name, t.dtype, t.shape});
+  plan.output = plan_shards(std::move(outputs), o.max_shard_bytes, kConsolidatedName);
   return plan;
 }
 
@@ -210,65 +149,19 @@ ConsolidatedOutput consolidate(CheckpointReader& reader, const fs::path& out_dir
   check_pieces(reader, plan);
 
   // Every header is known before any data is read: offsets follow from the manifest.
-  std::vector<std::string> headers;
-  int64_t total_bytes = 0, largest_file = 0;
-  for (const PlannedShard& s : plan.shards) {
-    std::vector<TensorEntry> entries;
-    for (size_t i : s.tensors) entries.push_back({plan.tensors[i].name, plan.tensors[i].dtype, plan.tensors[i].shape});
-    headers.push_back(encode_safetensors_header(entries, kOutputMetadata));
-    const int64_t file_bytes = static_cast<int64_t>(headers.back().size()) + s.tensor_bytes;
-    total_bytes += file_bytes;
-    largest_file = std::max(largest_file, file_bytes);
-  }
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  std::error_code dir_ec;
-  ZT_CHECK(!ec && fs::is_directory(out_dir, dir_ec), IoError, "cannot create the output directory ", out_dir.string(), ": ",
-           ec ? ec.message() : "a file of that name is in the way");
-  check_room(out_dir, total_bytes, largest_file, {"the consolidated model", "nothing was written"});
-  if (fs::exists(out_dir / kConsolidatedIndexName, ec)) {
-    fs::remove(out_dir / kConsolidatedIndexName, ec);
-    ZT_CHECK(!ec, IoError, "cannot remove the earlier index ", (out_dir / kConsolidatedIndexName).string(), ": ",
-             ec.message());
-    out.removed.push_back(out_dir / kConsolidatedIndexName);
-  }
-
+  ShardedWriter writer(out_dir, plan.output, {"the consolidated model", "nothing was written"});
   // `new char[]` leaves the pages untouched until a tensor fills them (a vector would zero
   // the whole buffer at once).
   std::unique_ptr<char[]> buffer(new char[static_cast<size_t>(std::max<int64_t>(plan.buffer_bytes, 1))]);
   std::vector<char> scratch;
-  for (size_t s = 0; s < plan.shards.size(); ++s) {
-    const PlannedShard& shard = plan.shards[s];
-    AtomicFile file(out_dir / shard.file);
-    file.write(headers[s]);
-    for (size_t i : shard.tensors) {
-      read_planned_tensor(reader, plan.tensors[i], buffer.get());
-      write_tensor(file, plan.tensors[i], buffer.get(), scratch);
-    }
-    file.commit();
-    out.bytes_written += file.bytes_written();
-    out.files.push_back(file.path());
+  for (size_t i : plan.output.write_order()) {
+    read_planned_tensor(reader, plan.tensors[i], buffer.get());
+    write_tensor(writer, plan.tensors[i], buffer.get(), scratch);
   }
-  if (plan.shards.size() > 1) {
-    out.bytes_written += write_index(out_dir / kConsolidatedIndexName, plan);
-    out.files.push_back(out_dir / kConsolidatedIndexName);
-  }
-
-  std::set<std::string> written;
-  for (const fs::path& f : out.files) written.insert(f.filename().string());
-  const size_t removed_first = out.removed.size();
-  for (fs::directory_iterator it(out_dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    std::error_code type_ec;
-    if (it->is_regular_file(type_ec) && consolidation_file(name) && !written.count(name)) {
-      out.removed.push_back(it->path());
-    }
-  }
-  for (size_t i = removed_first; i < out.removed.size(); ++i) {
-    const fs::path& stale = out.removed[i];
-    fs::remove(stale, ec);
-    ZT_CHECK(!ec, IoError, "cannot remove ", stale.string(), ", left by an earlier consolidation: ", ec.message());
-  }
+  ShardedOutput written = writer.finish();
+  out.files = std::move(written.files);
+  out.bytes_written = written.bytes_written;
+  out.removed = std::move(written.removed);
   return out;
 }
 

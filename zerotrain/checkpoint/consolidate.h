@@ -6,8 +6,9 @@
 // It streams: one parameter at a time is read (pread, never mmap) into one buffer the size
 // of the largest tensor, converted through a small scratch buffer when the output dtype
 // differs, and written; so memory is the largest tensor plus a few MiB whatever the model's
-// size. Every fragment's checksum is checked as it is read. Every output file is written
-// whole or not at all (AtomicFile), and a sharded output's index last. No LibTorch.
+// size. Every fragment's checksum is checked as it is read. The files are Hugging Face's
+// layout, written by sharded_writer.h: each whole or not at all, a sharded output's index
+// last. No LibTorch.
 #pragma once
 
 #include <cstdint>
@@ -19,13 +20,12 @@
 #include "zerotrain/checkpoint/manifest.h"
 #include "zerotrain/checkpoint/reader.h"
 #include "zerotrain/checkpoint/safetensors.h"
+#include "zerotrain/checkpoint/sharded_writer.h"
 
 namespace zerotrain::checkpoint {
 
-inline constexpr std::string_view kConsolidatedName = "model.safetensors";
+inline constexpr std::string_view kConsolidatedName = kModelFileName;
 inline constexpr std::string_view kConsolidatedIndexName = "model.safetensors.index.json";
-// DeepSpeed's zero_to_fp32.py default (--max_shard_size 5GB), as huggingface_hub counts it.
-inline constexpr int64_t kDefaultMaxShardBytes = 5'000'000'000;
 
 struct ConsolidateOptions {
   Dtype dtype = Dtype::kF32;   // trained and frozen floating parameters: kF32, kBF16 or kF16
@@ -49,16 +49,9 @@ struct PlannedTensor {
   int64_t saved_nbytes() const { return numel() * dtype_size(saved); }
 };
 
-struct PlannedShard {
-  std::string file;              // a plain name in the output directory
-  std::vector<size_t> tensors;   // into ConsolidationPlan::tensors, in data order
-  int64_t tensor_bytes = 0;
-};
-
 struct ConsolidationPlan {
   std::vector<PlannedTensor> tensors;   // parameters, frozen parameters, buffers: manifest order
-  std::vector<PlannedShard> shards;
-  int64_t total_tensor_bytes = 0;       // the index's "total_size"
+  ShardPlan output;                     // the files, from `tensors` in the same order
   int64_t buffer_bytes = 0;             // the largest tensor as read: the one buffer's size
 };
 
@@ -85,10 +78,11 @@ struct ConsolidatedOutput {
 // Writes the consolidation of `reader`'s tag into `out_dir` (created). Before writing,
 // every fragment is looked up in its rank file's header (size and dtype as the manifest
 // says) and the disk is checked for room, so a damaged or incomplete tag fails with nothing
-// written. An existing index is removed first, so an index never names a mix of old and new
-// shards; files of an earlier consolidation that this one does not write (model.safetensors,
-// model-*-of-*.safetensors, the index) are removed at the end. CheckpointError for a damaged
-// checkpoint, IoError for the output.
+// written; a tensor that fails to read later takes the files written so far with it. An
+// existing index is removed first when the output is sharded, so an index never names a mix
+// of old and new shards; files of an earlier consolidation that this one does not write
+// (model.safetensors, model-*-of-*.safetensors, the index) are removed at the end.
+// CheckpointError for a damaged checkpoint, IoError for the output.
 ConsolidatedOutput consolidate(CheckpointReader& reader, const std::filesystem::path& out_dir,
                                const ConsolidateOptions& options = {});
 
