@@ -87,15 +87,18 @@ void bind_engine(py::module_& m) {
   "Loads and checks a ds_config (ConfigError on anything the engine would refuse to load).");
 
   py::class_<PyEngine, std::shared_ptr<PyEngine>>(m, "Engine")
-      .def("backward", [](PyEngine& e, const at::Tensor& loss) {
+      .def("backward", [](PyEngine& e, const at::Tensor& loss, bool scale_wrt_gas) {
         py::gil_scoped_release no_gil;   // autograd calls back into Python (checkpointing, hooks) on its own
-        e.get().backward(loss);
-      })
+        e.get().backward(loss, scale_wrt_gas);
+      }, py::arg("loss"), py::arg("scale_wrt_gas") = true)
       .def("step", [](PyEngine& e) {
         py::gil_scoped_release no_gil;
         e.get().step();
       })
       .def("is_gradient_accumulation_boundary", [](PyEngine& e) { return e.get().is_gradient_accumulation_boundary(); })
+      .def("set_gradient_accumulation_boundary", [](PyEngine& e, std::optional<bool> is_boundary) {
+        e.get().set_gradient_accumulation_boundary(is_boundary);
+      })
       .def("zero_grad", [](PyEngine& e) { e.get().zero_grad(); })
       .def("get_lr", [](PyEngine& e) { return e.get().get_lr(); })
       .def("set_lr", [](PyEngine& e, const std::vector<double>& lrs) { e.get().set_lr(lrs); })
@@ -146,10 +149,21 @@ void bind_engine(py::module_& m) {
              if (!loaded) return py::none();
              return py::make_tuple(loaded->path, json_to_python(loaded->client_state.dump()));
            })
-      .def("save_16bit_model", [](PyEngine& e, const std::string& save_dir, const std::string& filename) {
-        py::gil_scoped_release no_gil;
-        return e.get().save_16bit_model(save_dir, filename);
-      })
+      .def("save_16bit_model",
+           [](PyEngine& e, const std::string& save_dir, const std::string& filename, bool exclude_frozen_parameters,
+              int64_t max_shard_bytes, std::vector<std::pair<std::string, py::bytes>> extra_files,
+              const std::string& caller_error) {
+             ModelSaveOptions options;
+             options.exclude_frozen_parameters = exclude_frozen_parameters;
+             options.max_shard_bytes = max_shard_bytes;
+             for (auto& [name, bytes] : extra_files) options.extra_files.emplace_back(name, std::string(bytes));
+             options.caller_error = caller_error;
+             py::gil_scoped_release no_gil;   // gathers and writes; other ranks wait on them
+             return e.get().save_16bit_model(save_dir, filename, options);
+           },
+           py::arg("save_dir"), py::arg("filename"), py::arg("exclude_frozen_parameters") = false,
+           py::arg("max_shard_bytes") = ModelSaveOptions{}.max_shard_bytes,
+           py::arg("extra_files") = std::vector<std::pair<std::string, py::bytes>>{}, py::arg("caller_error") = "")
       .def("destroy", [](PyEngine& e) {
         py::gil_scoped_release no_gil;
         e.engine.reset();

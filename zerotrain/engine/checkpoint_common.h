@@ -1,6 +1,6 @@
 // What the engine's checkpoint save and load share (engine/checkpoint_save.cpp,
-// engine/checkpoint_load.cpp): agreeing over all ranks on whether a phase worked, tag
-// validation, and dtype names. Internal to engine/.
+// engine/checkpoint_load.cpp, engine/model_save.cpp): agreeing over all ranks on whether a
+// phase worked, tag validation, and dtype names. Internal to engine/.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -22,6 +22,17 @@ struct RankStatus {
   std::string error;   // empty: it worked
   std::array<int64_t, 3> values{};
 };
+
+// Runs `fn`; its error's message, or "" when it worked (a RankStatus's error).
+template <class F>
+std::string capture(F&& fn) {
+  try {
+    fn();
+    return {};
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
 
 // Every rank's status, on every rank (a collective). A rank that failed still calls it, so
 // no rank is left waiting on another.

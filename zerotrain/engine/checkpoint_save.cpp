@@ -1,9 +1,9 @@
-// Engine::save_checkpoint and save_16bit_model (docs/checkpoints.md). A save runs in phases,
-// and after each every rank learns whether every rank succeeded (exchange_status), so a
-// failure anywhere stops the save everywhere: (1) the leader makes a staging directory
-// ".<tag>.partial"; (2) each rank checks the disk has room and writes its file there,
-// fsync'd; (3) the leader writes the manifest, swaps the staging directory into place as
-// <tag>, then moves `latest`. Until (3) the previous checkpoint is untouched.
+// Engine::save_checkpoint (docs/checkpoints.md; save_16bit_model is in model_save.cpp). A
+// save runs in phases, and after each every rank learns whether every rank succeeded
+// (exchange_status), so a failure anywhere stops the save everywhere: (1) the leader makes a
+// staging directory ".<tag>.partial"; (2) each rank checks the disk has room and writes its
+// file there, fsync'd; (3) the leader writes the manifest, swaps the staging directory into
+// place as <tag>, then moves `latest`. Until (3) the previous checkpoint is untouched.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/module.h>
@@ -38,17 +38,7 @@ using checkpoint::TensorSource;
 using engine::detail::EngineState;
 using engine::detail::GroupState;
 using engine::detail::RankStatus;
-
-// Runs `fn`; its error's message, or "" when it worked.
-template <class F>
-std::string capture(F&& fn) {
-  try {
-    fn();
-    return {};
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-}
+using engine::detail::capture;
 
 std::vector<int64_t> shape_of(const at::Tensor& t) { return {t.sizes().begin(), t.sizes().end()}; }
 
@@ -295,40 +285,6 @@ void Engine::save_checkpoint(const std::string& save_dir, const std::string& tag
     ZT_LOG_INFO("saved checkpoint ", final_dir.string(), ": ", s.comm.world_size(), " rank file(s), ",
                 static_cast<double>(total) / (1 << 20), " MiB in ", seconds, " s");
   }
-}
-
-bool Engine::save_16bit_model(const std::string& save_dir, const std::string& filename) {
-  EngineState& s = *state_;
-  ZT_CHECK(checkpoint::valid_tag(filename) && filename.size() > 12 &&
-               filename.compare(filename.size() - 12, 12, ".safetensors") == 0,
-           UsageError, "save_16bit_model: \"", filename,
-           "\" should be a plain file name ending in .safetensors (zerotrain writes safetensors, never pickles)");
-  if (s.traits().shards_parameters && !s.config.zero_optimization.gather_16bit_weights_on_model_save) {
-    if (s.comm.rank() == 0) {
-      ZT_LOG_WARN("Did not save the model ", (fs::path(save_dir) / filename).string(),
-                  " because \"stage3_gather_16bit_weights_on_model_save\" is false; set it to true, or consolidate "
-                  "a checkpoint with `zerotrain zero-to-fp32`");
-    }
-    return false;
-  }
-  const auto weights = consolidated_16bit_state_dict();
-  RankStatus wrote;
-  if (s.comm.rank() == 0) {
-    wrote.error = capture([&] {
-      std::vector<TensorSource> tensors;
-      std::vector<at::Tensor> keep;
-      for (const auto& [name, t] : weights) {
-        const at::Tensor c = keep.emplace_back(t.to(at::kCPU).contiguous());
-        tensors.push_back({name, engine::detail::checkpoint_dtype(c.scalar_type()), shape_of(c), c.data_ptr()});
-      }
-      const auto file = checkpoint::prepare_safetensors(std::move(tensors), {{"format", "pt"}}, false);
-      fs::create_directories(save_dir);
-      checkpoint::check_room(save_dir, file.bytes(), file.bytes(), {"the 16-bit model", ""});
-      checkpoint::write_safetensors(fs::path(save_dir) / filename, file);
-    });
-  }
-  engine::detail::throw_if_any_failed(engine::detail::exchange_status(s.comm, wrote), "save_16bit_model");
-  return true;
 }
 
 }  // namespace zerotrain

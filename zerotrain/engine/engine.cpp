@@ -323,14 +323,16 @@ Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;
 Engine::~Engine() = default;
 
-void Engine::backward(const at::Tensor& loss) {
+void Engine::backward(const at::Tensor& loss, bool scale_wrt_gas) {
   ZT_CHECK(loss.defined() && loss.numel() == 1, UsageError, "engine.backward: the loss must be a scalar tensor");
   state_->check_not_damaged();
   state_->begin_backward();
   at::Tensor scaled = loss;
   // DeepSpeed's loss_scaler.backward: (loss.float() * scale).backward().
   if (state_->scaler) scaled = loss.to(at::kFloat) * state_->scaler->scale();
-  if (state_->accumulation_steps > 1) scaled = scaled / static_cast<double>(state_->accumulation_steps);
+  if (scale_wrt_gas && state_->accumulation_steps > 1) {
+    scaled = scaled / static_cast<double>(state_->accumulation_steps);
+  }
   scaled.backward();
   state_->end_backward();
 }
@@ -365,10 +367,16 @@ void Engine::step() {
   zero_gradients(s);
   ++s.global_steps;
   s.global_samples += s.config.train_batch_size.value.value_or(0);
-  ++s.micro_steps;
+  // The count restarts at every boundary, so a window the caller cut short (a forced
+  // boundary) leaves the next one whole, and checkpoints see a completed accumulation.
+  s.micro_steps = s.global_steps * s.accumulation_steps;
 }
 
 bool Engine::is_gradient_accumulation_boundary() const { return state_->at_boundary(); }
+
+void Engine::set_gradient_accumulation_boundary(std::optional<bool> is_boundary) {
+  state_->forced_boundary = is_boundary;
+}
 
 void Engine::zero_grad() {
   for (auto& g : state_->groups) {

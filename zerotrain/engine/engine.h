@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zerotrain/comm/communicator.h"
@@ -79,6 +80,20 @@ struct CheckpointLoadOptions {
   bool load_module_strict = true;        // every trainable parameter of the model must be in the checkpoint
 };
 
+// How Engine::save_16bit_model writes the model (DeepSpeed's arguments, and HF's sharding).
+struct ModelSaveOptions {
+  bool exclude_frozen_parameters = false;      // leave out parameters with requires_grad false
+  // A file holds tensors up to this many bytes; past it the model is written as Hugging
+  // Face's shards plus an index (huggingface_hub's split, "5GB" as it counts).
+  int64_t max_shard_bytes = 5'000'000'000;
+  // The folder's other files (Hugging Face's config.json), plain name -> bytes, as the caller
+  // made them on rank 0: rank 0 writes each whole after the weights, before the index.
+  std::vector<std::pair<std::string, std::string>> extra_files;
+  // What went wrong making them, on rank 0: the save then fails on every rank, with this
+  // message, before anything is written.
+  std::string caller_error;
+};
+
 struct LoadedCheckpoint {
   std::string path;            // the tag directory loaded
   config::Json client_state;   // what save_checkpoint was given
@@ -91,14 +106,20 @@ class Engine {
   ~Engine();
 
   // Backward of loss / gradient_accumulation_steps (times the loss scale in fp16); gradient
-  // buckets are reduced as they fill. Call step() after every backward.
-  void backward(const at::Tensor& loss);
+  // buckets are reduced as they fill. Call step() after every backward. With
+  // `scale_wrt_gas` false the loss is taken as already divided (HF's Trainer divides it by
+  // the micro-batches of the window it is in, which the last window of an epoch may cut short).
+  void backward(const at::Tensor& loss, bool scale_wrt_gas = true);
   // Counts the micro-step; at the accumulation boundary: waits for the reductions, clips to
   // gradient_clipping (global L2 norm), steps the optimizer and the schedule. In fp16 a step
   // whose gradients overflowed on any rank is skipped instead (skipped_steps()), and
   // NumericsError stops training when the loss scale cannot recover (docs/precision.md).
   void step();
   bool is_gradient_accumulation_boundary() const;
+  // DeepSpeed's set_gradient_accumulation_boundary: the caller says whether the next
+  // micro-step ends the accumulation (HF's Trainer steps at the end of an epoch whatever the
+  // count); nullopt goes back to counting micro-steps. A forced boundary restarts the count.
+  void set_gradient_accumulation_boundary(std::optional<bool> is_boundary);
   void zero_grad();
   void train();
   void eval();
@@ -169,10 +190,17 @@ class Engine {
   // (None, None).
   std::optional<LoadedCheckpoint> load_checkpoint(const std::string& load_dir, const std::string& tag = "",
                                                   const CheckpointLoadOptions& options = {});
-  // DeepSpeed's save_16bit_model: rank 0 writes the model's weights (and buffers) in the model
-  // dtype to `<save_dir>/<filename>` as safetensors. At stage 3 only with
+  // DeepSpeed's save_16bit_model, as Hugging Face's model folder: rank 0 writes the model's
+  // parameters (each once, under its first name: a tied head is its embedding) and
+  // persistent buffers in the model dtype to `<save_dir>/<filename>` as safetensors, or past
+  // options.max_shard_bytes as shards `<stem>-00001-of-0000N.safetensors` with
+  // `<filename>.index.json` (checkpoint/sharded_writer.h). It streams: one tensor at a time
+  // is gathered (stage 3: the parameters of one module at a time, on every rank) and written,
+  // so no rank holds the whole model. Files appear whole or not at all, the index last; an
+  // error on rank 0 throws on every rank and takes the weights it wrote. At stage 3 only with
   // "stage3_gather_16bit_weights_on_model_save" (returns false and logs otherwise).
-  bool save_16bit_model(const std::string& save_dir, const std::string& filename = "model.safetensors");
+  bool save_16bit_model(const std::string& save_dir, const std::string& filename = "model.safetensors",
+                        const ModelSaveOptions& options = {});
 
  private:
   friend class GatheredParameters;

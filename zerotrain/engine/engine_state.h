@@ -79,7 +79,10 @@ struct EngineState {
   std::string damaged;
   void check_not_damaged() const;
 
-  bool at_boundary() const { return (micro_steps + 1) % accumulation_steps == 0; }
+  std::optional<bool> forced_boundary;   // set_gradient_accumulation_boundary
+  bool at_boundary() const {
+    return forced_boundary ? *forced_boundary : (micro_steps + 1) % accumulation_steps == 0;
+  }
   double loss_scale() const { return scaler ? scaler->scale() : 1.0; }
   const stages::StageTraits& traits() const { return stage->traits(); }
 

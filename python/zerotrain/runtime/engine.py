@@ -19,6 +19,9 @@ from .zero import hooks as _hooks
 # Reserved client_state key: the names under which a tied parameter also appears in the
 # model's state_dict (zero_to_fp32 adds them back, as DeepSpeed's "shared_params").
 SHARED_PARAMS_KEY = "__zerotrain_shared_params__"
+# Reserved client_state key: the state of a client torch LR schedule (DeepSpeed saves it in
+# its checkpoint too), so that a resumed run continues the schedule instead of restarting it.
+LR_SCHEDULER_KEY = "__zerotrain_lr_scheduler__"
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -196,14 +199,12 @@ class DeepSpeedEngine(torch.nn.Module):
 
     def backward(self, loss, retain_graph=False, scale_wrt_gas=True):
         """Backward of loss / gradient_accumulation_steps (times the loss scale in fp16);
-        gradient buckets are reduced while it runs. Returns the loss, as DeepSpeed's does."""
+        gradient buckets are reduced while it runs. Returns the loss, as DeepSpeed's does.
+        scale_wrt_gas=False: the loss is already divided (HF's Trainer divides it itself)."""
         if retain_graph:
             raise UsageError("[usage] engine.backward(retain_graph=True) is not supported: the engine frees each "
                              "gradient as soon as it is reduced")
-        if not scale_wrt_gas:
-            raise UsageError("[usage] engine.backward(scale_wrt_gas=False) is not supported: the engine divides the "
-                             "loss by gradient_accumulation_steps, as DeepSpeed does by default")
-        self._engine.backward(loss)
+        self._engine.backward(loss, bool(scale_wrt_gas))
         return loss
 
     def step(self, lr_kwargs=None):
@@ -297,6 +298,11 @@ class DeepSpeedEngine(torch.nn.Module):
     def is_gradient_accumulation_boundary(self):
         return self._engine.is_gradient_accumulation_boundary()
 
+    def set_gradient_accumulation_boundary(self, is_boundary):
+        """DeepSpeed's: whether the next micro-step ends the accumulation, whatever the count
+        (None: count again). HF's Trainer ends a short last window of an epoch this way."""
+        self._engine.set_gradient_accumulation_boundary(None if is_boundary is None else bool(is_boundary))
+
     def zero_optimization_stage(self):
         return self._resolved["zero_stage"]
 
@@ -341,6 +347,9 @@ class DeepSpeedEngine(torch.nn.Module):
         state = dict(client_state or {})
         if self._shared:
             state[SHARED_PARAMS_KEY] = self._shared
+        schedule_state = self._client_schedule_state()
+        if schedule_state is not None:
+            state[LR_SCHEDULER_KEY] = schedule_state
         try:
             text = json.dumps(state)
         except (TypeError, ValueError) as e:
@@ -348,6 +357,22 @@ class DeepSpeedEngine(torch.nn.Module):
                              f"pickles: a checkpoint cannot run code when loaded): {e}") from None
         self._engine.save_checkpoint(str(save_dir), "" if tag is None else str(tag), text, bool(save_latest))
         return True
+
+    def _client_schedule_state(self):
+        """The client torch schedule's state_dict as JSON (checkpoints never pickle), or None
+        when there is no client schedule or its state is not plain data."""
+        sched = self._client_scheduler
+        if sched is None or not hasattr(sched, "state_dict"):
+            return None
+        state = sched.state_dict()
+        try:
+            return json.loads(json.dumps(state))
+        except (TypeError, ValueError):
+            import warnings
+            warnings.warn(f"{type(sched).__name__}'s state is not plain data (JSON), so the checkpoint does not "
+                          "hold it: a resumed run restarts that schedule; save and restore it yourself through "
+                          "client_state", stacklevel=3)
+            return None
 
     def load_checkpoint(self, load_dir, tag=None, load_module_strict=True, load_optimizer_states=True,
                         load_lr_scheduler_states=True, load_module_only=False, custom_load_fn=None):
@@ -359,15 +384,35 @@ class DeepSpeedEngine(torch.nn.Module):
             return None, None
         path, client_state = loaded
         client_state.pop(SHARED_PARAMS_KEY, None)
+        schedule_state = client_state.pop(LR_SCHEDULER_KEY, None)
+        if schedule_state is not None and load_lr_scheduler_states and not load_module_only \
+                and self._client_scheduler is not None:
+            self._client_scheduler.load_state_dict(schedule_state)
+            self._engine.set_lr([float(lr) for lr in self._client_scheduler.get_last_lr()])
+            for g, lr in zip(self.optimizer.param_groups, self._client_scheduler.get_last_lr()):
+                g["lr"] = lr
         if self._resolved["has_scheduler"]:
             for g, lr in zip(self.optimizer.param_groups, self._engine.get_lr()):
                 g["lr"] = lr
         return path, client_state
 
-    def save_16bit_model(self, save_dir, save_filename="pytorch_model.safetensors", exclude_frozen_parameters=False):
-        """Rank 0 writes the whole model in its training dtype as safetensors. At stage 3
-        only with stage3_gather_16bit_weights_on_model_save (returns False otherwise)."""
-        return self._engine.save_16bit_model(str(save_dir), save_filename)
+    def save_16bit_model(self, save_dir, save_filename="model.safetensors", exclude_frozen_parameters=False,
+                         max_shard_size="5GB"):
+        """Every rank must call it. Rank 0 writes the model's parameters (a tied one once,
+        under its first name) and persistent buffers, in the training dtype, as safetensors:
+        `save_filename`, or past `max_shard_size` Hugging Face's shards and index. Streamed:
+        at stage 3 the parameters of one module at a time are gathered. At stage 3 only with
+        stage3_gather_16bit_weights_on_model_save (returns False, writing nothing, otherwise).
+        zerotrain.hf.save_hf_folder also writes a transformers model's config.json."""
+        return self._save_model_files(save_dir, save_filename, exclude_frozen_parameters, max_shard_size)
+
+    def _save_model_files(self, save_dir, filename, exclude_frozen_parameters, max_shard_size, extra_files=(),
+                          caller_error=""):
+        """save_16bit_model, with rank 0's other files of the folder as (name, bytes), or the
+        error making them (the save then fails on every rank)."""
+        from ..utils.zero_to_fp32 import _parse_size
+        return self._engine.save_16bit_model(str(save_dir), str(filename), bool(exclude_frozen_parameters),
+                                             _parse_size(max_shard_size), list(extra_files), str(caller_error))
 
     def destroy(self):
         """Detaches the engine from the model and frees its buffers."""
