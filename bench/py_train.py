@@ -18,16 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt_py  # noqa: E402   (no torch at import)
-
-
-def process_start_s():
-    """When this process started, on time.time()'s clock (from /proc: the launcher's fork)."""
-    with open("/proc/self/stat") as f:
-        start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-    with open("/proc/uptime") as f:
-        uptime_s = float(f.read().split()[0])
-    return time.time() - uptime_s + start_ticks / os.sysconf("SC_CLK_TCK")
-
+from proc_stats import process_start_s  # noqa: E402
 
 MODELS = {   # GPT-2's layout at two sizes
     "10m": dict(n_layer=4, n_head=6, n_embd=384, vocab_size=8192, n_positions=128),   # 10.3M parameters
