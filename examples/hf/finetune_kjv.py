@@ -5,9 +5,9 @@ the flow of HF's DeepSpeed guide, on zerotrain's engine (docs/hf.md):
         --deepspeed examples/hf/ds_config_zero3.json --output_dir out_hf --max_steps 50
 
 The one line that differs from the DeepSpeed version of this script is the import of
-Trainer and TrainingArguments. --model_dir names a pretrained model folder (config.json
-and model.safetensors); without it a small GPT-2 is made from a config and saved first,
-standing in for a downloaded one (nothing is downloaded). At the end the trained model is
+AutoModelForCausalLM, Trainer and TrainingArguments. --model_dir names a pretrained model
+folder (config.json and model.safetensors); without it a small GPT-2 is made from a config
+and saved first, standing in for a downloaded one (nothing is downloaded). At the end the trained model is
 saved as an HF model folder and loaded back with from_pretrained."""
 
 import dataclasses
@@ -15,9 +15,10 @@ import os
 import sys
 
 import transformers
-from transformers import AutoModelForCausalLM, HfArgumentParser
+from transformers import HfArgumentParser
 
-from zerotrain.hf import Trainer, TrainingArguments   # DeepSpeed: from transformers import ...
+# DeepSpeed's version: from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+from zerotrain.hf import AutoModelForCausalLM, Trainer, TrainingArguments
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kjv_data  # noqa: E402
@@ -38,14 +39,16 @@ def stand_in_model(path, tokenizer):
                                          n_head=4, bos_token_id=tokenizer.bos_token_id, pad_token_id=tokenizer.pad_token_id,
                                          eos_token_id=tokenizer.eos_token_id)
         transformers.set_seed(0)
-        AutoModelForCausalLM.from_config(config).save_pretrained(path)
+        transformers.AutoModelForCausalLM.from_config(config).save_pretrained(path)
     return path
 
 
 def main():
     script, args = HfArgumentParser((ScriptArguments, TrainingArguments)).parse_args_into_dataclasses()
-    tokenizer = kjv_data.train_kjv_tokenizer(os.path.join(args.output_dir, "tokenizer"))
-    model_dir = script.model_dir or stand_in_model(os.path.join(args.output_dir, "pretrained"), tokenizer)
+    with args.main_process_first(desc="the tokenizer and the stand-in model"):   # made once, then read
+        tokenizer = kjv_data.train_kjv_tokenizer(os.path.join(args.output_dir, "tokenizer"))
+        model_dir = script.model_dir or stand_in_model(os.path.join(args.output_dir, "pretrained"), tokenizer)
+    # Built after the arguments: at ZeRO stage 3 under zero.Init, each rank reading its share.
     model = AutoModelForCausalLM.from_pretrained(model_dir)
 
     train = kjv_data.KjvBlocks(tokenizer, "train", block_size=script.block_size, limit=script.train_blocks)
@@ -56,7 +59,7 @@ def main():
     final = os.path.join(args.output_dir, "final")
     trainer.save_model(final)
     if args.process_index == 0:
-        reloaded = AutoModelForCausalLM.from_pretrained(final)
+        reloaded = transformers.AutoModelForCausalLM.from_pretrained(final)   # one process: a plain load
         print(f"eval loss {metrics['eval_loss']:.4f}; saved {final} "
               f"({sorted(os.listdir(final))}); from_pretrained loads it: "
               f"{sum(p.numel() for p in reloaded.parameters())} parameters")
