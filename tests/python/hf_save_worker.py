@@ -1,5 +1,5 @@
 """One rank of a Hugging Face model trained by zerotrain's engine and saved as a model
-folder (zerotrain.hf.save_hf_folder): a tiny GPT-2 (tied embeddings) or Llama built from a
+folder (engine.save_16bit_model, and zerotrain.hf.save_hf_folder for the shards): a tiny GPT-2 (tied embeddings) or Llama built from a
 random config, trained a few steps, saved whole and in small shards, and as an engine
 checkpoint. Rank 0 writes the logits of the trained engine on a fixed batch (`<out>.pt`),
 and every rank what save_hf_folder returned (`<out>.rank<r>.json`).
@@ -56,7 +56,8 @@ def train_and_save(args, rank):
         loss = engine(input_ids=x, labels=x).loss
         engine.backward(loss)
         engine.step()
-    result = {"saved": save_hf_folder(engine, args.save)}
+    # DeepSpeed's name writes the whole folder too; save_hf_folder is the same function.
+    result = {"saved": engine.save_16bit_model(args.save)}
     if args.shards:
         result["saved_shards"] = save_hf_folder(engine, args.shards, max_shard_size=args.max_shard_size)
     if args.checkpoint:

@@ -38,11 +38,13 @@ def _config_files(module, dtype):
         return files
 
 
-def save_hf_folder(engine, save_dir, max_shard_size="5GB"):
+def save_hf_folder(engine, save_dir, max_shard_size="5GB", save_filename="model.safetensors",
+                   exclude_frozen_parameters=False):
     """Writes `engine.module` into `save_dir` as a Hugging Face model folder. Every rank must
     call it; rank 0 writes. Returns whether the weights were written: False (and nothing is
     written) at stage 3 without stage3_gather_16bit_weights_on_model_save. A failure on rank
-    0, config.json's included, raises on every rank and leaves no weights behind."""
+    0, config.json's included, raises on every rank and leaves no weights behind.
+    engine.save_16bit_model is this function."""
     module = engine.module
     files, error = [], ""
     if engine.global_rank == 0 and _is_transformers_model(module):
@@ -50,4 +52,4 @@ def save_hf_folder(engine, save_dir, max_shard_size="5GB"):
             files = _config_files(module, engine._engine.model_dtype())
         except Exception as e:   # reported by the save, on every rank
             error = f"writing the model's config: {type(e).__name__}: {e}"
-    return engine._save_model_files(save_dir, "model.safetensors", False, max_shard_size, files, error)
+    return engine._save_model_files(save_dir, save_filename, exclude_frozen_parameters, max_shard_size, files, error)

@@ -403,8 +403,10 @@ class DeepSpeedEngine(torch.nn.Module):
         `save_filename`, or past `max_shard_size` Hugging Face's shards and index. Streamed:
         at stage 3 the parameters of one module at a time are gathered. At stage 3 only with
         stage3_gather_16bit_weights_on_model_save (returns False, writing nothing, otherwise).
-        zerotrain.hf.save_hf_folder also writes a transformers model's config.json."""
-        return self._save_model_files(save_dir, save_filename, exclude_frozen_parameters, max_shard_size)
+        For a transformers model the folder also gets its config.json (and
+        generation_config.json), so that from_pretrained loads it (zerotrain.hf.save_hf_folder)."""
+        from ..hf.save import save_hf_folder
+        return save_hf_folder(self, save_dir, max_shard_size, save_filename, exclude_frozen_parameters)
 
     def _save_model_files(self, save_dir, filename, exclude_frozen_parameters, max_shard_size, extra_files=(),
                           caller_error=""):
