@@ -1,7 +1,7 @@
 """One rank of a Hugging Face model trained by zerotrain's engine and saved as a model
-folder (engine.save_16bit_model, and zerotrain.hf.save_hf_folder for the shards): a tiny GPT-2 (tied embeddings) or Llama built from a
-random config, trained a few steps, saved whole and in small shards, and as an engine
-checkpoint. Rank 0 writes the logits of the trained engine on a fixed batch (`<out>.pt`),
+folder (engine.save_16bit_model, and zerotrain.hf.save_hf_folder for the shards): a tiny
+GPT-2 (tied embeddings) or Llama built from a random config, trained a few steps, saved
+whole and in small shards, and as an engine checkpoint. Rank 0 writes the logits of the trained engine on a fixed batch (`<out>.pt`),
 and every rank what save_hf_folder returned (`<out>.rank<r>.json`).
 
 --memory instead saves a ~100 MB plain model at stage 3 (untrained: only the save matters)
