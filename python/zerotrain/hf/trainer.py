@@ -245,21 +245,22 @@ class Trainer(transformers.Trainer):
             return super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is None:
             return
-        self._zt_load(checkpoint, optimizer=True)
+        self._zt_load(checkpoint)
 
     def _load_best_model(self):
         if not self._zt_enabled:
             return super()._load_best_model()
-        self._zt_load(self.state.best_model_checkpoint, optimizer=True)
+        self._zt_load(self.state.best_model_checkpoint)
 
-    def _zt_load(self, checkpoint, optimizer):
+    def _zt_load(self, checkpoint):
+        """The engine's checkpoint in HF's checkpoint-N folder, optimizer and schedule included
+        (HF's DeepSpeed path loads them for the best model too)."""
         tags = [d for d in os.listdir(checkpoint) if d.startswith(_CHECKPOINT_TAG_PREFIX)] \
             if os.path.isdir(checkpoint) else []
         if not tags:
             raise UsageError(f"[usage] {checkpoint} holds no engine checkpoint ({_CHECKPOINT_TAG_PREFIX}*/): it was "
                              "not saved by zerotrain.hf.Trainer; resume from a checkpoint-N folder it wrote")
-        path, _ = self._zt_engine.load_checkpoint(checkpoint, load_optimizer_states=optimizer,
-                                                 load_lr_scheduler_states=optimizer)
+        path, _ = self._zt_engine.load_checkpoint(checkpoint)
         if path is None:
             raise UsageError(f"[usage] {checkpoint}: no `latest` file names the tag to load; give the checkpoint "
                              "folder the Trainer wrote")
