@@ -2,7 +2,6 @@
 // consolidate a sharded checkpoint into safetensors files, streaming; say what a checkpoint
 // holds and whether it is complete and intact. No LibTorch: both work on the files alone.
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -15,6 +14,7 @@
 #include "zerotrain/checkpoint/reader.h"
 #include "zerotrain/checkpoint/writer.h"
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/input_file.h"
 #include "zerotrain/core/strings.h"
 
 namespace zerotrain::tools {
@@ -70,9 +70,7 @@ std::vector<fs::path> copy_hf_config(const std::string& dir, const std::string& 
     const fs::path from = fs::path(dir) / name;
     std::error_code ec;
     if (!fs::is_regular_file(from, ec)) continue;
-    std::ifstream in(from, std::ios::binary);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    ZT_CHECK(!in.bad(), IoError, "cannot read ", from.string());
+    const std::string text = files::InputFile(from, {.what = "Hugging Face config file"}).read_all();
     ckpt::AtomicFile out(fs::path(out_dir) / name);
     out.write(text);
     out.commit();
@@ -263,7 +261,7 @@ int run_inspect(const InspectOptions& opt) {
   }
   const Json report = inspect(located, *reader);
   if (opt.json) {
-    std::cout << report.dump(2) << "\n";
+    std::cout << report.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";   // a path need not be UTF-8
   } else {
     print_report(report, located.save_dir);
   }

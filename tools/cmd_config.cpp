@@ -12,6 +12,7 @@
 #include "zerotrain/config/effective.h"
 #include "zerotrain/config/resolve.h"
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/escape.h"
 
 namespace zerotrain::tools {
 namespace {
@@ -49,7 +50,7 @@ int run_check(const CheckOptions& opt) {
     if (!opt.json) throw;
     Json out = {{"file", opt.file}, {"world_size", opt.world_size}, {"ok", false},
                 {"problems", Json::array({{{"severity", "error"}, {"path", ""}, {"message", e.message()}, {"hint", ""}}})}};
-    std::cout << out.dump(2) << "\n";
+    std::cout << out.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";   // a path need not be UTF-8
     return e.exit_code();
   }
   config::LoadOptions load{.allow_unknown_keys = opt.allow_unknown_keys, .origin = opt.file};
@@ -77,19 +78,21 @@ int run_check(const CheckOptions& opt) {
         out["sources"][path] = config::to_string(cfg.source_of(path));
       }
     }
-    std::cout << out.dump(2) << "\n";
+    std::cout << out.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";   // a path need not be UTF-8
     return rc;
   }
 
   std::ostream& report = rc == 0 ? std::cout : std::cerr;
   size_t problems = diags.count(config::Severity::kError) + diags.count(config::Severity::kNotSupported);
   if (rc != 0) {
-    report << opt.file << ": " << problems << (problems == 1 ? " problem" : " problems") << "\n";
+    report << strings::escape_for_display(opt.file) << ": " << problems << (problems == 1 ? " problem" : " problems")
+           << "\n";
   } else {
-    report << opt.file << ": OK at world size " << opt.world_size << "\n";
+    report << strings::escape_for_display(opt.file) << ": OK at world size " << opt.world_size << "\n";
   }
+  // Diagnostics quote the file's keys and values: escaped as every error message is.
   for (const auto& d : diags.items()) {
-    report << "  " << severity_name(d.severity) << ": " << d.to_string() << "\n";
+    report << "  " << severity_name(d.severity) << ": " << strings::escape_for_display(d.to_string()) << "\n";
   }
   if (rc != 0) return rc;
 

@@ -7,8 +7,12 @@ set(ZEROTRAIN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/core/logging.cpp
   ${CMAKE_CURRENT_LIST_DIR}/core/strings.cpp
   ${CMAKE_CURRENT_LIST_DIR}/core/text_file.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/core/json_reader.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/core/input_file.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/core/escape.cpp
   ${CMAKE_CURRENT_LIST_DIR}/core/host_memory.cpp
   ${CMAKE_CURRENT_LIST_DIR}/core/output_file.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/core/output_path.cpp
   ${CMAKE_CURRENT_LIST_DIR}/core/cpu_features.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/availability.cpp   # whether a GPU is shown, and what the CUDA loader did (no CUDA needed)
   ${CMAKE_CURRENT_LIST_DIR}/config/json_text.cpp

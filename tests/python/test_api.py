@@ -39,6 +39,18 @@ def test_cpp_errors_arrive_as_typed_exceptions(kind, cls, builtin):
     assert str(info.value).endswith("what went wrong")
 
 
+def test_error_messages_keep_what_follows_a_nul_and_show_controls_escaped(tmp_path):
+    with pytest.raises(zerotrain.IoError) as info:
+        zerotrain._C._raise_for_test("io", "file a\x00b\x1b[31mc: no such file")
+    assert str(info.value).endswith("file a\\x00b\\x1b[31mc: no such file"), str(info.value)
+    # A key with NUL and ESC in a config file, through the config reader.
+    path = tmp_path / "ds.json"
+    path.write_text('{"train_micro_batch_size_per_gpu": 2, "a\\u0000b\\u001bc": 1}')
+    with pytest.raises(zerotrain.ConfigError) as info:
+        deepspeed.initialize(model=models.build("toy"), config=str(path))
+    assert "a\\x00b\\x1bc: unknown key" in str(info.value), str(info.value)
+
+
 BAD_CONFIGS = [
     {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 7}},
     {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3, "stage3_max_live_parameter": 10}},

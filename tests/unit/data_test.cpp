@@ -336,6 +336,32 @@ TEST_F(DataFiles, TextTooSmallAndMissing) {
   EXPECT_HAS(io_error([&] { load_text_file(dir_ / "absent.txt", Split::kTrain, 4); }), "absent.txt: no such file");
 }
 
+// A read that fails is an IoError naming the file and the errno, from every reader, never a
+// C++ stream exception. /proc/self/mem is a regular file whose reads from byte 0 fail with EIO.
+TEST_F(DataFiles, FailedReadsAreIoErrorsNamingTheFile) {
+  const std::string eio = "/proc/self/mem: cannot be read at byte 0: Input/output error (EIO)";
+  EXPECT_HAS(io_error([&] { load_text_file("/proc/self/mem", Split::kTrain, 4); }), eio);
+  EXPECT_HAS(io_error([&] { open_dataset("text:/proc/self/mem", Split::kEval); }), eio);
+  EXPECT_HAS(io_error([&] { read_idx_uint8("/proc/self/mem", 3); }), "/proc/self/mem: cannot be read at byte 0");
+  fs::create_directories(dir_ / "idx");
+  fs::create_symlink("/proc/self/mem", dir_ / "idx" / "t10k-images-idx3-ubyte");
+  fs::create_symlink("/proc/self/mem", dir_ / "idx" / "t10k-labels-idx1-ubyte");
+  EXPECT_HAS(io_error([&] { open_dataset("mnist:" + (dir_ / "idx").string(), Split::kEval); }),
+             "t10k-images-idx3-ubyte: cannot be read at byte 0: Input/output error (EIO)");
+}
+
+TEST_F(DataFiles, WhatIsNotARegularFileIsNamed) {
+  fs::create_directories(dir_ / "folder.txt");
+  EXPECT_HAS(io_error([&] { load_text_file(dir_ / "folder.txt", Split::kTrain, 4); }),
+             "folder.txt: is a directory; give the path of a plain text file");
+  EXPECT_HAS(io_error([&] { load_text_file("/dev/null", Split::kTrain, 4); }),
+             "/dev/null: is a character device; give the path of a plain text file");
+  fs::create_directories(dir_ / "cifar" / "test_batch.bin");
+  EXPECT_HAS(io_error([&] { load_cifar10(dir_ / "cifar", Split::kEval); }),
+             "test_batch.bin: is a directory; give the path of a CIFAR-10 batch file");
+  EXPECT_HAS(io_error([&] { read_idx_uint8(dir_, 3); }), dir_.string() + ": is a directory");
+}
+
 // ------------------------------------------------------------------------------------------
 // The King James Bible
 

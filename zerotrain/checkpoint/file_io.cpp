@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/input_file.h"
+#include "zerotrain/core/output_path.h"
 
 namespace zerotrain::checkpoint {
 namespace {
@@ -77,6 +79,9 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)), tmp
   // the write fails with EFBIG and the save reports it. A handler the program set is kept.
   struct sigaction current {};
   if (::sigaction(SIGXFSZ, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) std::signal(SIGXFSZ, SIG_IGN);
+  // The output policy (core/output_path.h): what the rename would replace must be a regular
+  // file that is not an input of the run, or nothing; a link there is refused, not replaced.
+  files::check_output_file(path_);
   ::unlink(tmp_.c_str());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   ZT_CHECK(fd_ >= 0, IoError, "cannot create ", tmp_.string(), ": ", cause(errno));
@@ -135,17 +140,16 @@ void fsync_directory(const std::filesystem::path& dir) {
 }
 
 ReadOnlyFile::ReadOnlyFile(std::filesystem::path path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd_ < 0) {
-    throw CheckpointError(path_.string() + ": " + (errno == ENOENT ? std::string("missing") : std::strerror(errno)));
+  // Opened the way every file a user names is (files::InputFile), then kept as a descriptor
+  // of its own: a problem is a CheckpointError, with the file's words.
+  try {
+    const files::InputFile file(path_, {.what = "checkpoint file"});
+    fd_ = ::fcntl(file.fd(), F_DUPFD_CLOEXEC, 0);
+    if (fd_ < 0) files::throw_read_error(path_, errno, 0);
+    size_ = file.size();
+  } catch (const files::ReadError& e) {
+    throw CheckpointError(e.error_number() == ENOENT ? path_.string() + ": missing" : e.message());
   }
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd_);
-    fd_ = -1;
-    throw CheckpointError(path_.string() + ": not a regular file");
-  }
-  size_ = st.st_size;
 }
 
 ReadOnlyFile::~ReadOnlyFile() {
@@ -160,15 +164,10 @@ ReadOnlyFile::ReadOnlyFile(ReadOnlyFile&& other) noexcept
 void ReadOnlyFile::read_at(int64_t offset, void* out, int64_t nbytes) const {
   ZT_CHECK(offset >= 0 && nbytes >= 0 && offset <= size_ && nbytes <= size_ - offset, CheckpointError, path_.string(),
            ": bytes ", offset, "..", offset + nbytes, " are outside the file (", size_, " bytes; truncated?)");
-  char* p = static_cast<char*>(out);
-  while (nbytes > 0) {
-    const ssize_t n = ::pread(fd_, p, static_cast<size_t>(std::min<int64_t>(nbytes, int64_t{1} << 30)), offset);
-    if (n < 0 && errno == EINTR) continue;
-    ZT_CHECK(n > 0, CheckpointError, path_.string(), ": cannot read at byte ", offset, ": ",
-             n < 0 ? std::strerror(errno) : "the file ended early (truncated while reading?)");
-    p += n;
-    offset += n;
-    nbytes -= n;
+  try {
+    files::read_exactly_at(fd_, path_, size_, offset, out, nbytes);
+  } catch (const files::ReadError& e) {
+    throw CheckpointError(e.message());
   }
 }
 

@@ -2,13 +2,12 @@
 
 #include <ATen/ATen.h>
 
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/input_file.h"
 
 namespace zerotrain::data {
 namespace {
@@ -43,21 +42,17 @@ fs::path find_batches_folder(const fs::path& path) {
 // The records of one batch file, appended to `records`.
 void read_batch_file(const fs::path& file, std::vector<unsigned char>& records) {
   std::error_code ec;
-  ZT_CHECK(fs::is_regular_file(file, ec), IoError, "CIFAR-10: ", file.string(),
+  ZT_CHECK(fs::exists(file, ec), IoError, "CIFAR-10: ", file.string(),
            ": no such file; the binary version has data_batch_1.bin .. data_batch_5.bin and test_batch.bin");
-  const auto bytes = static_cast<int64_t>(fs::file_size(file, ec));
-  ZT_CHECK(!ec, IoError, file.string(), ": cannot read its size: ", ec.message());
+  files::InputFile in(file, {.what = "CIFAR-10 batch file"});
+  const int64_t bytes = in.size();
   ZT_CHECK(bytes > 0 && bytes % kRecordBytes == 0, IoError, file.string(), ": ", bytes,
            " bytes, not a positive multiple of the ", kRecordBytes, "-byte CIFAR-10 record (1 label byte + 3x32x32 ",
            "pixels): ", bytes / kRecordBytes, " whole records and ", bytes % kRecordBytes,
            " bytes over; the file is truncated or not the binary version");
-  std::ifstream in(file, std::ios::binary);
-  ZT_CHECK(in.is_open(), IoError, file.string(), ": cannot open: ", std::strerror(errno));
   const size_t at = records.size();
   records.resize(at + static_cast<size_t>(bytes));
-  in.read(reinterpret_cast<char*>(records.data() + at), bytes);
-  ZT_CHECK(in.gcount() == bytes, IoError, file.string(), ": read ", in.gcount(), " of its ", bytes,
-           " bytes; did it change while being read?");
+  in.read_at(0, records.data() + at, bytes);
   for (int64_t r = 0; r < bytes / kRecordBytes; ++r) {
     const unsigned char label = records[at + static_cast<size_t>(r * kRecordBytes)];
     ZT_CHECK(label < kClasses, IoError, file.string(), ": record ", r, " has label ", int{label},

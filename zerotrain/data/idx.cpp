@@ -1,6 +1,8 @@
 #include "zerotrain/data/idx.h"
 
 #include <ATen/ATen.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/input_file.h"
 
 namespace zerotrain::data {
 namespace {
@@ -23,19 +26,22 @@ std::string hex32(uint32_t v) {
   return text;
 }
 
-// zlib's gz reader: reads gzip-compressed and plain files alike.
+// zlib's gz reader on a files::InputFile: reads gzip-compressed and plain files alike, and
+// a failed read is the same ReadError as anywhere else.
 class GzFile {
  public:
-  explicit GzFile(const fs::path& path) : path_(path) {
-    std::error_code ec;
-    const fs::file_status status = fs::status(path, ec);
-    ZT_CHECK(fs::exists(status), IoError, path.string(), ": no such file");
-    ZT_CHECK(fs::is_regular_file(status), IoError, path.string(), ": not a regular file (a directory or a device?)");
-    file_ = gzopen(path.c_str(), "rb");
-    ZT_CHECK(file_ != nullptr, IoError, path.string(), ": cannot open: ", std::strerror(errno));
-    gzbuffer(file_, 1 << 20);
+  explicit GzFile(const fs::path& path) : file_(path, {.what = "file in the IDX format (optionally .gz)"}) {
+    // zlib closes the descriptor it is given; the InputFile keeps its own.
+    const int fd = ::fcntl(file_.fd(), F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) file_.fail_read(errno, 0);
+    gz_ = gzdopen(fd, "rb");
+    if (gz_ == nullptr) {
+      ::close(fd);
+      throw ResourceError(path.string() + ": out of memory for the gzip reader");
+    }
+    gzbuffer(gz_, 1 << 20);
   }
-  ~GzFile() { gzclose(file_); }
+  ~GzFile() { gzclose(gz_); }
   GzFile(const GzFile&) = delete;
   GzFile& operator=(const GzFile&) = delete;
 
@@ -44,23 +50,25 @@ class GzFile {
     int64_t done = 0;
     while (done < bytes) {
       const auto chunk = static_cast<unsigned>(std::min<int64_t>(bytes - done, 1 << 30));
-      const int got = gzread(file_, static_cast<char*>(out) + done, chunk);
+      errno = 0;
+      const int got = gzread(gz_, static_cast<char*>(out) + done, chunk);
       if (got < 0) {
         int code = 0;
-        const char* why = gzerror(file_, &code);
-        throw IoError(path_.string() + ": cannot read: " + (code == Z_ERRNO ? std::strerror(errno) : why) +
-                      " (a damaged gzip file?)");
+        const char* why = gzerror(gz_, &code);
+        if (code == Z_ERRNO && errno != 0) file_.fail_read(errno, gzoffset(gz_));
+        throw IoError(file_.path().string() + ": cannot be read: " + why +
+                      (code == Z_ERRNO ? "" : " (a damaged gzip file?)"));
       }
       if (got == 0) break;
       done += got;
     }
     return done;
   }
-  bool compressed() { return gzdirect(file_) == 0; }
+  bool compressed() { return gzdirect(gz_) == 0; }
 
  private:
-  fs::path path_;
-  gzFile file_ = nullptr;
+  files::InputFile file_;
+  gzFile gz_ = nullptr;
 };
 
 }  // namespace

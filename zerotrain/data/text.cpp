@@ -3,11 +3,10 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/input_file.h"
 
 namespace zerotrain::data {
 
@@ -64,14 +63,8 @@ std::shared_ptr<const TextDataset> make_text_dataset(const std::string& text, Sp
 }
 
 std::shared_ptr<const TextDataset> load_text_file(const std::filesystem::path& path, Split split, int64_t block_size) {
-  std::error_code ec;
-  ZT_CHECK(std::filesystem::is_regular_file(path, ec), IoError, path.string(),
-           std::filesystem::exists(path, ec) ? ": not a regular file; name a plain text file"
-                                              : ": no such file; name a plain text file");
-  std::ifstream in(path, std::ios::binary);
-  ZT_CHECK(in.is_open(), IoError, path.string(), ": cannot open: ", std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ZT_CHECK(!in.bad(), IoError, path.string(), ": cannot read: ", std::strerror(errno));
+  files::InputFile file(path, {.what = "plain text file"});
+  const std::string text = file.read_all();
   return make_text_dataset(text, split, block_size, path.string(), "text " + path.filename().string());
 }
 
