@@ -2,7 +2,9 @@
 // manifest and two rank files, written by the engine's writer code through
 // tests/support/synthetic_checkpoint.h) with one of its files replaced by the input, then
 // everything a loader and the checkpoint tools do with a tag: open it with CheckpointReader,
-// read every tensor the manifest names, verify_files, consolidate to safetensors.
+// read every tensor the manifest names, verify_files, consolidate to safetensors. A tag that
+// verify_files (`checkpoint inspect`) calls intact must then be read by a loader without an
+// error: the two run the same header and range checks.
 //
 // Input: byte 0 picks the file, (byte 0 & 0x7f) % 3: the manifest or rank file 0 or 1; the
 // rest of the input is that file's content. When bit 7 of byte 0 is set and a rank file is
@@ -155,6 +157,16 @@ void exercise(const fs::path& save_dir, bool strict) {
     read_everything(reader, strict);
     const auto problems = reader.verify_files();
     if (strict && !problems.empty()) throw std::logic_error("the base checkpoint is damaged: " + problems[0]);
+    // What `checkpoint inspect` calls intact, every loader reads: a fresh reader must then
+    // read every tensor the manifest names without an error (an Error here escapes).
+    if (problems.empty()) {
+      ckpt::CheckpointReader again(located.tag_dir);
+      try {
+        read_everything(again, /*strict=*/true);
+      } catch (const zerotrain::Error& e) {
+        throw std::logic_error(std::string("verify_files found the tag intact, but a loader refuses it: ") + e.what());
+      }
+    }
   }, strict);
   for (auto dtype : {ckpt::Dtype::kF32, ckpt::Dtype::kBF16}) {
     expecting_errors([&] {

@@ -7,7 +7,9 @@
 #include "group.h"
 #include "mirror.h"
 #include "zerotrain/config/effective.h"
+#include "zerotrain/checkpoint/manifest.h"
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/json_reader.h"
 #include "zerotrain/engine/engine.h"
 
 namespace zerotrain::python {
@@ -129,7 +131,15 @@ void bind_engine(py::module_& m) {
       .def("save_checkpoint",
            [](PyEngine& e, const std::string& save_dir, const std::string& tag, const std::string& client_state_json,
               bool save_latest) {
-             const auto client_state = config::Json::parse(client_state_json);
+             // The one JSON reader: NaN (which json.dumps writes) and a key given twice are
+             // refused here, and the bounds leave room for the manifest around it, so that
+             // every checkpoint saved can be loaded.
+             json::ReadResult read = json::read_json_text(
+                 client_state_json, {.max_bytes = checkpoint::kMaxManifestBytes / 2, .max_depth = 60,
+                                     .what = "a client_state"});
+             ZT_CHECK(read.ok(), UsageError, "save_checkpoint: client_state is not JSON a checkpoint can hold: ",
+                      read.problem, " (give plain numbers, strings, lists and dicts; NaN and Infinity are not JSON)");
+             const config::Json client_state = std::move(read.value);
              py::gil_scoped_release no_gil;
              e.get().save_checkpoint(save_dir, tag, client_state, save_latest);
            })

@@ -364,7 +364,7 @@ TEST(CheckpointFaults, NewerFormatVersion) {
 TEST(CheckpointFaults, ManifestThatIsNotJson) {
   const std::string dir = saved_checkpoint("notjson");
   std::ofstream(tag_dir(dir) / "manifest.json") << "{\"format\": \"zerotrain-checkpoint\", ";
-  expect_load_fails(dir, "not valid JSON");
+  expect_load_fails(dir, "manifest.json: invalid JSON at line 1");
   fs::remove_all(dir);
 }
 

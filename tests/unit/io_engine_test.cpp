@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "zerotrain/config/config.h"
 #include "zerotrain/config/schema_zero.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/io/engine_common.h"
@@ -470,6 +471,48 @@ TEST(IoFromConfig, MapsTheAioBlockAndTheEnvironment) {
     ADD_FAILURE() << "block_size 1000 accepted";
   } catch (const ConfigError& e) {
     EXPECT_TRUE(has(e.what(), "aio.block_size: must be a multiple of 4096")) << e.what();
+  }
+}
+
+// The config reader (what `config check` runs) and the IO engine's options refuse the same
+// aio values: every bound the engine has is declared in the schema, so a value `config check`
+// accepts never stops `train` when the NVMe offload starts its engine.
+TEST(IoFromConfig, TheSchemaRefusesWhatTheEngineRefuses) {
+  struct Case {
+    const char* key;
+    int64_t low, high;   // the edges of the range
+  };
+  const Case cases[] = {{"block_size", 4096, int64_t{1} << 30}, {"queue_depth", 1, 4096}, {"intra_op_parallelism", 1, 256},
+                        {"thread_count", 1, 256}};
+  ::unsetenv(kEngineEnvVar);
+  for (const Case& c : cases) {
+    for (const int64_t value : {c.low - 1, c.low, c.high, c.high + 1, int64_t{1} << 31, int64_t{1} << 40}) {
+      const std::string text = std::string(R"({"aio": {")") + c.key + "\": " + std::to_string(value) + "}}";
+      bool reader_accepts = true, engine_accepts = true;
+      std::string why;
+      try {
+        const config::Config cfg = config::Config::from_string(text);
+        try {
+          aio_options(cfg.aio);
+        } catch (const ConfigError& e) {
+          engine_accepts = false;
+          why = e.what();
+        }
+      } catch (const ConfigError& e) {
+        reader_accepts = false;
+        why = e.what();
+        // What the engine would say of the same value, in a config built in C++.
+        config::AioConfig aio;
+        (std::string(c.key) == "block_size" ? aio.block_size
+         : std::string(c.key) == "queue_depth" ? aio.queue_depth
+                                               : aio.intra_op_parallelism) = value;
+        EXPECT_THROW(aio_options(aio), ConfigError) << c.key << " = " << value;
+        engine_accepts = false;
+      }
+      const bool inside = value >= c.low && value <= c.high;
+      EXPECT_EQ(reader_accepts, inside) << c.key << " = " << value << ": " << why;
+      EXPECT_EQ(engine_accepts, inside) << c.key << " = " << value << ": " << why;
+    }
   }
 }
 

@@ -163,7 +163,7 @@ TEST(Manifest, NotJsonOrNestedTooDeep) {
     manifest_from_json("{\"format\": ", kFile);
     ADD_FAILURE() << "accepted";
   } catch (const CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("invalid JSON at line 1"), std::string::npos) << e.what();
   }
   Json j = manifest_to_json(valid_manifest());
   Json deep = 1;

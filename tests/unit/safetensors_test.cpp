@@ -117,7 +117,7 @@ TEST(Safetensors, HeaderRunsPastTheEndOfTheFile) {
 
 TEST(Safetensors, DuplicateTensorName) {
   EXPECT_PROBLEM("{" + entry("a", "F32", "[1]", 0, 4) + ", " + entry("a", "F32", "[1]", 4, 8) + "}", 8,
-                 "tensor \"a\" appears twice");
+                 "duplicate keys (JSON keeps only one of each; remove the extra): a");
 }
 
 TEST(Safetensors, NestingTooDeep) {
@@ -125,9 +125,9 @@ TEST(Safetensors, NestingTooDeep) {
   for (int i = 0; i < 20; ++i) json += "{\"k\": ";
   json += "1";
   for (int i = 0; i < 21; ++i) json += "}";
-  EXPECT_PROBLEM(json, 0, "nested too deeply");
+  EXPECT_PROBLEM(json, 0, "nested deeper than 8 levels");
   // Far deeper than the stack would survive if the parser recursed without a bound.
-  EXPECT_PROBLEM("{\"a\": " + std::string(200000, '[') + std::string(200000, ']') + "}", 0, "nested too deeply");
+  EXPECT_PROBLEM("{\"a\": " + std::string(200000, '[') + std::string(200000, ']') + "}", 0, "nested deeper than 8 levels");
 }
 
 TEST(Safetensors, HeaderNotStartingWithABrace) {

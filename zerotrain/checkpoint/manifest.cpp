@@ -6,11 +6,12 @@
 #include "zerotrain/checkpoint/file_io.h"
 #include "zerotrain/checkpoint/safetensors.h"
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/json_reader.h"
 
 namespace zerotrain::checkpoint {
 namespace {
 
-constexpr int kMaxDepth = 64;
+constexpr size_t kMaxDepth = 64;
 constexpr int kMaxWorldSize = 1 << 20;
 
 // Reads typed fields of one JSON object, naming the object in errors.
@@ -185,17 +186,13 @@ Json manifest_to_json(const Manifest& m) {
 }
 
 Manifest manifest_from_json(std::string_view text, std::string_view file) {
-  Json j;
-  try {
-    j = Json::parse(text.begin(), text.end(), [&](int depth, Json::parse_event_t, Json&) {
-      if (depth > kMaxDepth) throw CheckpointError(std::string(file) + ": nested deeper than " + std::to_string(kMaxDepth) + " levels");
-      return true;
-    });
-  } catch (const Json::exception& e) {
-    const std::string what = e.what();
-    throw CheckpointError(std::string(file) + ": not valid JSON (" + what.substr(what.find(']') + 2) +
-                          "); the manifest is damaged");
-  }
+  // The one JSON reader (core/json_reader.h): duplicate keys, nesting and size are refused
+  // as in every other JSON file zerotrain reads, so no key is read one way here and another
+  // way by a tool that keeps the first of two.
+  json::ReadResult read = json::read_json_text(
+      text, {.max_bytes = kMaxManifestBytes, .max_depth = kMaxDepth, .what = "a checkpoint manifest"});
+  if (!read.ok()) throw CheckpointError(std::string(file) + ": " + read.problem + " (the manifest is damaged)");
+  Json j = std::move(read.value);
   Fields top(j, "the manifest", file);
   if (!j.contains("format") || !j["format"].is_string() || j["format"].get<std::string>() != kFormatName) {
     top.fail("does not say \"format\": \"" + std::string(kFormatName) + "\"; it is not a zerotrain checkpoint");

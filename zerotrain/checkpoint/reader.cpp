@@ -1,11 +1,92 @@
 #include "zerotrain/checkpoint/reader.h"
 
+#include <algorithm>
 #include <cctype>
+#include <set>
+#include <utility>
+#include <tuple>
 
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/text_file.h"
 
 namespace zerotrain::checkpoint {
+namespace {
+
+// verify_files() reads this much at a time.
+constexpr int64_t kVerifyBlockBytes = 4 << 20;
+
+// A tensor the manifest says a rank file holds, and which part of the model it is.
+struct ExpectedTensor {
+  Dtype dtype;
+  std::vector<int64_t> shape;
+  bool any_shape = false;   // the generator state: its length is the generator's
+  std::string what;         // "parameter \"fc.weight\"", for messages
+};
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// Every tensor rank `rank`'s file holds according to `m`, in the manifest's order, by key:
+// its fragments of every parameter's fp32 master and optimizer states (1-D fp32), on rank 0
+// the buffers and frozen parameters whole, and the generator state where it was saved.
+struct ExpectedTensors {
+  std::vector<std::pair<std::string, ExpectedTensor>> in_order;
+  std::set<std::string, std::less<>> keys;
+  void emplace(std::string key, ExpectedTensor t) {
+    if (keys.insert(key).second) in_order.emplace_back(std::move(key), std::move(t));
+  }
+  bool contains(std::string_view key) const { return keys.contains(key); }
+};
+
+ExpectedTensors expected_tensors(const Manifest& m, int rank) {
+  ExpectedTensors out;
+  for (const ParamRecord& p : m.params) {
+    for (const Fragment& f : p.fragments) {
+      if (f.rank != rank) continue;
+      out.emplace(fragment_key("fp32", p.name, f), ExpectedTensor{Dtype::kF32, {f.numel()}, false, "parameter \"" + p.name + "\""});
+      for (const std::string& state : m.optimizer_states) {
+        out.emplace(fragment_key(state, p.name, f),
+                    ExpectedTensor{Dtype::kF32, {f.numel()}, false, state + " of parameter \"" + p.name + "\""});
+      }
+    }
+  }
+  if (rank == 0) {
+    for (const auto& [prefix, list, what] : {std::tuple{"buffer/", &m.buffers, "buffer"}, std::tuple{"frozen/", &m.frozen, "frozen parameter"}}) {
+      for (const WholeTensor& t : *list) {
+        // manifest_from_json refused unknown dtype tags.
+        out.emplace(prefix + t.name, ExpectedTensor{*dtype_from_tag(t.dtype), t.shape, false, std::string(what) + " \"" + t.name + "\""});
+      }
+    }
+  }
+  if (m.rng_saved) out.emplace("rng/cpu", ExpectedTensor{Dtype::kU8, {}, true, "the generator state"});
+  return out;
+}
+
+}  // namespace
+
+void check_rank_header(const Manifest& m, int rank, const SafetensorsHeader& header, std::string_view file) {
+  const auto expected = expected_tensors(m, rank);
+  for (const auto& [key, want] : expected.in_order) {
+    const TensorEntry* t = header.find(key);
+    ZT_CHECK(t != nullptr, CheckpointError, file, ": has no tensor \"", key, "\" of ", want.what,
+             " although the manifest names it (damaged, or a file from another save)");
+    ZT_CHECK(t->dtype == want.dtype && (want.any_shape ? t->shape.size() == 1 : t->shape == want.shape), CheckpointError,
+             file, ": tensor \"", key, "\" is ", dtype_tag(t->dtype), " of shape ", shape_text(t->shape),
+             "; the manifest implies ", dtype_tag(want.dtype), " of shape ",
+             want.any_shape ? std::string("[n]") : shape_text(want.shape), " (damaged, or a file from another save)");
+  }
+  for (const TensorEntry& t : header.tensors) {
+    ZT_CHECK(expected.contains(t.name), CheckpointError, file, ": holds tensor \"", t.name,
+             "\", which the manifest does not name (damaged, or a file from another save)");
+    const auto sum = header.metadata.find(std::string(kTensorChecksumPrefix) + t.name);
+    uint64_t value = 0;
+    ZT_CHECK(sum != header.metadata.end() && from_hex(sum->second, value), CheckpointError, file, ": tensor \"",
+             t.name, "\" has no checksum in the header (damaged, or not written by zerotrain)");
+  }
+}
 
 bool valid_tag(std::string_view tag) {
   if (tag.empty() || tag.size() > 200 || tag.front() == '.') return false;
@@ -64,6 +145,7 @@ CheckpointReader::OpenFile& CheckpointReader::open(int rank) {
   ZT_CHECK(checksum_of(header.data(), static_cast<int64_t>(header.size())) == rec.header_checksum, CheckpointError,
            name, ": its header does not match the manifest's checksum (damaged, or a file from another save)");
   SafetensorsHeader parsed = parse_safetensors_header(std::string_view(header).substr(8), file.size(), name);
+  check_rank_header(manifest_, rank, parsed, name);
   auto opened = std::make_unique<OpenFile>(OpenFile{std::move(file), std::move(parsed)});
   return *files_.emplace(rank, std::move(opened)).first->second;
 }
@@ -89,20 +171,50 @@ void CheckpointReader::read_tensor(int rank, std::string_view key, Dtype dtype, 
 std::vector<std::string> CheckpointReader::verify_files() {
   std::vector<std::string> problems;
   for (const FileRecord& rec : manifest_.files) {
-    const std::filesystem::path path = dir_ / rec.name;
     try {
-      ReadOnlyFile file(path);
-      if (file.size() != rec.bytes) {
-        problems.push_back(path.string() + ": " + std::to_string(file.size()) + " bytes, the manifest says " +
-                           std::to_string(rec.bytes));
-      } else if (file.checksum() != rec.checksum) {
-        problems.push_back(path.string() + ": its checksum does not match the manifest (damaged)");
-      }
+      verify_file(rec.rank);
     } catch (const Error& e) {
       problems.push_back(e.what());
     }
   }
   return problems;
+}
+
+void CheckpointReader::verify_file(int rank) {
+  // The checks every load runs first (size, header checksum, the header's format, and that it
+  // holds what the manifest says), then every byte once: the whole-file checksum and each
+  // tensor's own, as read_tensor() checks it when a loader reads the tensor.
+  OpenFile& f = open(rank);
+  const std::string name = f.file.path().string();
+  Checksum whole;
+  int64_t largest = 1;
+  for (const TensorEntry& t : f.header.tensors) largest = std::max(largest, t.nbytes());
+  std::vector<char> buffer(static_cast<size_t>(std::min(kVerifyBlockBytes, largest)));
+  std::string head(static_cast<size_t>(f.header.data_offset), '\0');
+  f.file.read_at(0, head.data(), f.header.data_offset);
+  whole.update(head.data(), f.header.data_offset);
+  std::vector<std::pair<const TensorEntry*, uint64_t>> sums;
+  sums.reserve(f.header.tensors.size());
+  for (const TensorEntry& t : f.header.tensors) {   // in data order, tiling the data section
+    Checksum own;
+    for (int64_t at = t.begin; at < t.end;) {
+      const int64_t n = std::min(static_cast<int64_t>(buffer.size()), t.end - at);
+      f.file.read_at(f.header.data_offset + at, buffer.data(), n);
+      own.update(buffer.data(), n);
+      whole.update(buffer.data(), n);
+      at += n;
+    }
+    sums.emplace_back(&t, own.digest());
+  }
+  const FileRecord& rec = manifest_.files[static_cast<size_t>(rank)];
+  ZT_CHECK(whole.digest() == rec.checksum, CheckpointError, name, ": its checksum does not match the manifest (damaged)");
+  for (const auto& [t, sum] : sums) {
+    uint64_t expected = 0;
+    from_hex(f.header.metadata.at(std::string(kTensorChecksumPrefix) + t->name), expected);   // checked by open()
+    ZT_CHECK(sum == expected, CheckpointError, name, ": tensor \"", t->name,
+             "\" does not match its checksum (the file is damaged)");
+  }
+  files_.erase(rank);   // one file open at a time, whatever the world size
 }
 
 }  // namespace zerotrain::checkpoint

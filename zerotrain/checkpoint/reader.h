@@ -31,6 +31,14 @@ bool valid_tag(std::string_view tag);
 // tensor's name with this prefix.
 inline constexpr std::string_view kTensorChecksumPrefix = "xxh3_64:";
 
+// Checks a rank file's parsed header against the manifest: it holds exactly the tensors the
+// manifest says rank `rank` saved (its fragments of every parameter's fp32 master and
+// optimizer states, on rank 0 the buffers and frozen parameters, the generator state), each
+// with the dtype and shape the manifest implies and a checksum in __metadata__. Throws
+// CheckpointError naming `file` and the first tensor that differs. CheckpointReader runs it
+// on every rank file it opens, so every loader and `checkpoint inspect` check the same.
+void check_rank_header(const Manifest& manifest, int rank, const SafetensorsHeader& header, std::string_view file);
+
 class CheckpointReader {
  public:
   // Reads and checks `<tag_dir>/manifest.json`.
@@ -44,8 +52,11 @@ class CheckpointReader {
   // Tensor `key` of rank `rank`'s file, whole, into `out` (exactly `nbytes`), after checking
   // its dtype and size; its checksum is checked after reading.
   void read_tensor(int rank, std::string_view key, Dtype dtype, void* out, int64_t nbytes);
-  // Every file present, of its size and whole-file checksum: the problems found (empty when
-  // the tag is intact). Reads every byte.
+  // Every rank file, as a loader checks it and more: present, of its size, its header of the
+  // safetensors format and holding exactly the tensors the manifest names with the dtypes and
+  // shapes it implies (check_rank_header), and every byte matching the whole-file checksum
+  // and each tensor's own. The problems found, one per file (empty when the tag is intact).
+  // Reads every byte once. `zerotrain checkpoint inspect` reports this.
   std::vector<std::string> verify_files();
 
  private:
@@ -54,6 +65,7 @@ class CheckpointReader {
     SafetensorsHeader header;
   };
   OpenFile& open(int rank);
+  void verify_file(int rank);
 
   std::filesystem::path dir_;
   Manifest manifest_;

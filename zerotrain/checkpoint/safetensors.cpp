@@ -1,13 +1,11 @@
 #include "zerotrain/checkpoint/safetensors.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <set>
 
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/json_reader.h"
 
 namespace zerotrain::checkpoint {
 namespace {
@@ -30,13 +28,15 @@ constexpr std::array<DtypeInfo, 10> kDtypes{{{Dtype::kBool, "BOOL", 1},
 
 // Nesting deeper than this is no safetensors header (entries are two levels deep); refusing
 // it while parsing keeps a hostile file from exhausting the stack.
-constexpr int kMaxDepth = 8;
+constexpr size_t kMaxDepth = 8;
+
+using Json = json::Json;
 
 [[noreturn]] void bad(std::string_view file, const std::string& what) {
   throw CheckpointError(std::string(file) + ": not a valid safetensors file: " + what);
 }
 
-int64_t checked_int(const nlohmann::json& v, std::string_view file, const std::string& what) {
+int64_t checked_int(const Json& v, std::string_view file, const std::string& what) {
   if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
     bad(file, what + " must be a non-negative integer, got " + v.dump());
   }
@@ -45,7 +45,7 @@ int64_t checked_int(const nlohmann::json& v, std::string_view file, const std::s
   return static_cast<int64_t>(u);
 }
 
-TensorEntry parse_entry(const std::string& name, const nlohmann::json& v, std::string_view file) {
+TensorEntry parse_entry(const std::string& name, const Json& v, std::string_view file) {
   const std::string where = "tensor \"" + name + "\"";
   if (!v.is_object()) bad(file, where + " is not an object");
   TensorEntry t;
@@ -123,21 +123,13 @@ SafetensorsHeader parse_safetensors_header(std::string_view header_json, int64_t
   if (8 + n > file_size) bad(file, "its header runs past the end of the file");
   if (header_json.empty() || header_json.front() != '{') bad(file, "its header does not start with '{'");
 
-  nlohmann::json json;
-  std::set<std::string> top_keys;   // nlohmann keeps only the last of duplicate keys
-  try {
-    json = nlohmann::json::parse(header_json.begin(), header_json.end(),
-                                 [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-                                   if (depth > kMaxDepth) bad(file, "its header is nested too deeply");
-                                   if (event == nlohmann::json::parse_event_t::key && depth == 1 &&
-                                       !top_keys.insert(parsed.get<std::string>()).second) {
-                                     bad(file, "tensor \"" + parsed.get<std::string>() + "\" appears twice");
-                                   }
-                                   return true;
-                                 });
-  } catch (const nlohmann::json::exception& e) {
-    bad(file, "its header is not JSON (" + std::string(e.what()).substr(std::string(e.what()).find(']') + 2) + ")");
-  }
+  // The one JSON reader (core/json_reader.h): a tensor or a field named twice, nesting and
+  // overflowing numbers are refused as in every JSON file zerotrain reads. Other readers keep
+  // the first or the last of two entries, so a file read either way would be two files.
+  json::ReadResult read = json::read_json_text(
+      header_json, {.max_bytes = kMaxHeaderBytes, .max_depth = kMaxDepth, .what = "a safetensors header"});
+  if (!read.ok()) bad(file, "its header is not JSON we read (" + read.problem + ")");
+  const Json& json = read.value;
   if (!json.is_object()) bad(file, "its header is not a JSON object");
 
   SafetensorsHeader h;
@@ -175,7 +167,7 @@ SafetensorsHeader parse_safetensors_header(std::string_view header_json, int64_t
 }
 
 std::string encode_safetensors_header(std::vector<TensorEntry>& tensors, const std::map<std::string, std::string>& metadata) {
-  nlohmann::ordered_json json = nlohmann::ordered_json::object();
+  Json json = Json::object();
   if (!metadata.empty()) json["__metadata__"] = metadata;
   int64_t offset = 0;
   for (auto& t : tensors) {

@@ -1,5 +1,6 @@
 // Checks that span more than one block. Each mirrors a DeepSpeed assertion (named in the
 // comment) or closes a case DeepSpeed lets through silently.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -94,10 +95,13 @@ void check_scheduler(const Config& c, Diagnostics& diags) {
   if (!c.scheduler) return;
   if (const auto* p = std::get_if<WarmupCosineLRParams>(&c.scheduler->params)) {
     const auto& total = p->total_num_steps.value;
-    if (!p->total_num_steps.is_auto && !p->warmup_num_steps.is_auto && total &&
-        *total <= p->warmup_num_steps.value) {
+    // DeepSpeed warms up for at least 2 steps (lr_schedules.py: max(2, warmup_num_steps)), and
+    // so does optim/lr_schedule.cpp, which refuses the same at start-up.
+    const int64_t warmup = std::max<int64_t>(2, p->warmup_num_steps.value);
+    if (!p->total_num_steps.is_auto && !p->warmup_num_steps.is_auto && total && *total <= warmup) {
       diags.error("scheduler.params.total_num_steps",
                   "must be greater than warmup_num_steps (" + std::to_string(p->warmup_num_steps.value) +
+                      (warmup != p->warmup_num_steps.value ? ", warmed up for at least 2 steps" : "") +
                       "); DeepSpeed would divide by zero or decay from a negative span");
     }
   }

@@ -1,5 +1,7 @@
 #include "zerotrain/config/reader.h"
 
+#include <fmt/format.h>
+
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/strings.h"
 
@@ -93,10 +95,12 @@ bool Reader::check_auto(const std::string& path, bool allowed) {
 void Reader::check_range(const std::string& path, std::optional<double> value, const FieldOpts& opts) {
   if (!value) return;
   if ((opts.min && *value < *opts.min) || (opts.max && *value > *opts.max)) {
-    std::string range = opts.min && opts.max ? detail::str("between ", *opts.min, " and ", *opts.max)
-                        : opts.min           ? detail::str("at least ", *opts.min)
-                                             : detail::str("at most ", *opts.max);
-    ctx_.diags.error(path, detail::str("must be ", range, ", got ", *value));
+    // Exact numbers: a bound of 1073741824 printed as 1.07374e+09 could not be copied back.
+    auto text = [](double x) { return fmt::format("{}", x); };
+    std::string range = opts.min && opts.max ? detail::str("between ", text(*opts.min), " and ", text(*opts.max))
+                        : opts.min           ? detail::str("at least ", text(*opts.min))
+                                             : detail::str("at most ", text(*opts.max));
+    ctx_.diags.error(path, detail::str("must be ", range, ", got ", text(*value)));
   }
 }
 

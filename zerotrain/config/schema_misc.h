@@ -161,7 +161,9 @@ struct CommConfig {
   bool check_fingerprints = false;   // compare (op, dtype, numel) across ranks before each collective
   template <class V> void visit(V& v) {
     v.field("backend", backend);
-    v.field("timeout_s", timeout_s, {.min = 0.001});
+    // A year: a longer wait is a hung job, and its milliseconds must fit the int64 the
+    // communicator counts them in.
+    v.field("timeout_s", timeout_s, {.min = 0.001, .max = 31'536'000});
     v.field("check_fingerprints", check_fingerprints);
   }
 };

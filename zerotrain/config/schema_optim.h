@@ -172,7 +172,8 @@ struct WarmupCosineLRParams {
   WarmupType warmup_type = WarmupType::kLog;
 
   template <class V> void visit(V& v) {
-    v.field("total_num_steps", total_num_steps, {.required = true, .min = 1});
+    // DeepSpeed warms up for at least 2 steps and divides by total - warmup: 3 at least.
+    v.field("total_num_steps", total_num_steps, {.required = true, .min = 3});
     v.field("warmup_min_ratio", warmup_min_ratio, {.min = 0.0, .max = 1.0});
     v.field("warmup_num_steps", warmup_num_steps, {.min = 0});
     v.field("cos_min_ratio", cos_min_ratio, {.min = 0.0});

@@ -45,13 +45,16 @@ struct OffloadOptimizerConfig {
   bool pipeline_write = false;
   bool fast_init = false;
   double ratio = 1.0;                       // fraction offloaded (ZeRO-3 "Twin-Flow")
+  static constexpr int64_t kMaxBufferCount = 1024;
 
   bool pipeline() const { return pipeline_read || pipeline_write; }
 
   template <class V> void visit(V& v) {
     v.field("device", device);
     v.field("nvme_path", nvme_path);
-    v.field("buffer_count", buffer_count, {.min = 0});
+    // Every 3 buffers hold one sub-group's states in memory (estimate/offload_bytes.h): the
+    // bound keeps the engine from being asked for more buffer sets than it can count.
+    v.field("buffer_count", buffer_count, {.min = 0, .max = kMaxBufferCount});
     v.field("pin_memory", pin_memory);
     v.field("pipeline_read", pipeline_read);
     v.field("pipeline_write", pipeline_write);
@@ -166,6 +169,13 @@ struct ZeroConfig {
 
 struct AioConfig {
   static constexpr bool kIsBlock = true;
+  // The IO engine's bounds, declared here so that `config check` refuses what `train` would:
+  // io/make_engine.cpp refuses the same numbers from these constants. A piece is at least
+  // one O_DIRECT block and at most 1 GiB; at most 4096 pieces in flight per thread, 256 threads.
+  static constexpr int64_t kMinBlockSizeBytes = 4096;
+  static constexpr int64_t kMaxBlockSizeBytes = int64_t{1} << 30;
+  static constexpr int64_t kMaxQueueDepth = 4096;
+  static constexpr int64_t kMaxThreads = 256;
   int64_t block_size = 1'048'576;     // bytes per request
   int64_t queue_depth = 8;
   int64_t intra_op_parallelism = 1;   // IO threads
@@ -174,10 +184,11 @@ struct AioConfig {
   bool use_gds = false;
 
   template <class V> void visit(V& v) {
-    v.field("block_size", block_size, {.min = 1});
-    v.field("queue_depth", queue_depth, {.min = 1});
+    v.field("block_size", block_size, {.min = kMinBlockSizeBytes, .max = kMaxBlockSizeBytes});
+    v.field("queue_depth", queue_depth, {.min = 1, .max = kMaxQueueDepth});
     // DeepSpeed renamed thread_count in Feb 2025 and now silently ignores the old name; we map it.
-    v.field("intra_op_parallelism", intra_op_parallelism, {.deprecated_alias = "thread_count", .min = 1});
+    v.field("intra_op_parallelism", intra_op_parallelism,
+            {.deprecated_alias = "thread_count", .min = 1, .max = kMaxThreads});
     v.field("single_submit", single_submit);
     v.field("overlap_events", overlap_events);
     v.field("use_gds", use_gds, {.unsupported = "GPUDirect Storage"});

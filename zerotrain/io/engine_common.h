@@ -115,6 +115,10 @@ std::string errno_message(const Piece& piece, int err);
 std::unique_ptr<IoEngine> make_uring_engine(const AioOptions& options);
 std::unique_ptr<IoEngine> make_libaio_engine(const AioOptions& options);
 std::unique_ptr<IoEngine> make_threads_engine(const AioOptions& options);
+
+// UsageError unless `options` are within the bounds the config schema declares for the aio
+// block (config::AioConfig): make_io_engine() and aio_options() both check with it.
+void check_options(const AioOptions& options);
 EngineProbe probe_uring();
 EngineProbe probe_libaio();
 EngineProbe probe_threads();

@@ -2,6 +2,7 @@
 
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"
+#include "zerotrain/io/engine_common.h"
 
 namespace zerotrain::io {
 
@@ -16,6 +17,13 @@ AioOptions aio_options(const config::AioConfig& aio) {
   o.threads = aio.intra_op_parallelism;
   o.single_submit = aio.single_submit;
   o.overlap_events = aio.overlap_events;
+  // The schema refuses values outside these bounds already; a config built in C++ is held to
+  // the same ones here, as a config error, not when the engine starts.
+  try {
+    detail::check_options(o);
+  } catch (const UsageError& e) {
+    throw ConfigError("aio: " + e.message());
+  }
   if (auto name = env::get(kEngineEnvVar); name && !name->empty()) {
     try {
       o.engine = engine_kind_from_name(*name, kEngineEnvVar);

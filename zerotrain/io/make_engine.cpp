@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "zerotrain/config/schema_zero.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/strings.h"
 #include "zerotrain/io/engine_common.h"
@@ -11,17 +12,6 @@ namespace zerotrain::io {
 namespace {
 
 constexpr EngineKind kNamed[] = {EngineKind::kAuto, EngineKind::kIoUring, EngineKind::kLibaio, EngineKind::kThreads};
-
-void check_options(const AioOptions& o) {
-  ZT_CHECK(o.block_size_bytes > 0 && o.block_size_bytes % kAlignmentBytes == 0, UsageError, "io block size ",
-           o.block_size_bytes, " bytes: must be a positive multiple of ", kAlignmentBytes,
-           " (O_DIRECT); DeepSpeed's default is 1048576");
-  ZT_CHECK(o.block_size_bytes <= (int64_t{1} << 30), UsageError, "io block size ", o.block_size_bytes,
-           " bytes: at most 1 GiB per piece; 1 MiB to 8 MiB is what disks like");
-  ZT_CHECK(o.queue_depth >= 1 && o.queue_depth <= 4096, UsageError, "io queue depth ", o.queue_depth,
-           ": must be between 1 and 4096");
-  ZT_CHECK(o.threads >= 1 && o.threads <= 256, UsageError, "io threads ", o.threads, ": must be between 1 and 256");
-}
 
 std::unique_ptr<IoEngine> make_kind(EngineKind kind, const AioOptions& options) {
   switch (kind) {
@@ -34,6 +24,24 @@ std::unique_ptr<IoEngine> make_kind(EngineKind kind, const AioOptions& options) 
 }
 
 }  // namespace
+
+namespace detail {
+
+void check_options(const AioOptions& o) {
+  using Bounds = config::AioConfig;
+  static_assert(Bounds::kMinBlockSizeBytes == kAlignmentBytes, "a piece is whole O_DIRECT blocks");
+  ZT_CHECK(o.block_size_bytes >= Bounds::kMinBlockSizeBytes && o.block_size_bytes % kAlignmentBytes == 0, UsageError,
+           "io block size ", o.block_size_bytes, " bytes: must be a positive multiple of ", kAlignmentBytes,
+           " (O_DIRECT); DeepSpeed's default is 1048576");
+  ZT_CHECK(o.block_size_bytes <= Bounds::kMaxBlockSizeBytes, UsageError, "io block size ", o.block_size_bytes,
+           " bytes: at most ", Bounds::kMaxBlockSizeBytes, " (1 GiB) per piece; 1 MiB to 8 MiB is what disks like");
+  ZT_CHECK(o.queue_depth >= 1 && o.queue_depth <= Bounds::kMaxQueueDepth, UsageError, "io queue depth ", o.queue_depth,
+           ": must be between 1 and ", Bounds::kMaxQueueDepth);
+  ZT_CHECK(o.threads >= 1 && o.threads <= Bounds::kMaxThreads, UsageError, "io threads ", o.threads,
+           ": must be between 1 and ", Bounds::kMaxThreads);
+}
+
+}  // namespace detail
 
 const char* engine_kind_name(EngineKind kind) {
   switch (kind) {
@@ -54,7 +62,7 @@ EngineKind engine_kind_from_name(const std::string& name, const std::string& wha
 }
 
 std::unique_ptr<IoEngine> make_io_engine(const AioOptions& options) {
-  check_options(options);
+  detail::check_options(options);
   if (options.engine != EngineKind::kAuto) {
     try {
       return make_kind(options.engine, options);
