@@ -2,6 +2,8 @@
 // Sweeps block size, queue depth and threads over one O_DIRECT file, beside a plain
 // single-threaded 1 MiB pwrite/pread loop (what `dd oflag=direct bs=1M` does), and prints
 // the `aio` block of the best combination.
+#include <limits.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 
 #include "tools/commands.h"
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/output_path.h"
 #include "zerotrain/core/strings.h"
 #include "zerotrain/io/io_engine.h"
 
@@ -111,10 +114,49 @@ void raw_transfer(const io::DirectFile& file, char* buffer, int64_t nbytes, bool
   }
 }
 
-// Removes the test file however the run ends.
-struct RemoveOnExit {
-  std::string path;
-  ~RemoveOnExit() { ::unlink(path.c_str()); }
+// The test file's path for the signal handler: a fixed buffer, as a handler may only call
+// async-signal-safe functions (unlink, raise).
+char g_test_file[PATH_MAX] = "";
+
+// Removes the test file, then dies of the signal as it would have (exit status 128 + N for
+// the shell): the handler is reset to the default by SA_RESETHAND, and the signal raised
+// again is delivered when the handler returns.
+extern "C" void remove_test_file_and_die(int signal_number) {
+  ::unlink(g_test_file);
+  ::raise(signal_number);
+}
+
+// Removes the test file however the run ends: a return or an exception (the destructor), or
+// an interrupt, a termination or a hang-up (a handler; those would otherwise end the
+// process at once and leave a file of --size_mib behind). A signal the process was started
+// with ignored (nohup, a background job) stays ignored.
+class RemoveOnExit {
+ public:
+  explicit RemoveOnExit(const std::string& path) : path_(path) {
+    ZT_CHECK(path.size() < sizeof g_test_file, UsageError, "--path: ", path, " is too long a path");
+    std::memcpy(g_test_file, path.c_str(), path.size() + 1);
+    for (const int signal_number : kSignals) {
+      struct sigaction current {};
+      if (::sigaction(signal_number, nullptr, &current) != 0 || current.sa_handler == SIG_IGN) continue;
+      struct sigaction remove {};
+      remove.sa_handler = remove_test_file_and_die;
+      remove.sa_flags = SA_RESETHAND;
+      sigemptyset(&remove.sa_mask);
+      for (const int other : kSignals) sigaddset(&remove.sa_mask, other);   // one handler at a time
+      if (::sigaction(signal_number, &remove, nullptr) == 0) installed_.push_back({signal_number, current});
+    }
+  }
+  ~RemoveOnExit() {
+    ::unlink(path_.c_str());
+    for (const auto& [signal_number, previous] : installed_) ::sigaction(signal_number, &previous, nullptr);
+  }
+  RemoveOnExit(const RemoveOnExit&) = delete;
+  RemoveOnExit& operator=(const RemoveOnExit&) = delete;
+
+ private:
+  static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+  std::string path_;
+  std::vector<std::pair<int, struct sigaction>> installed_;
 };
 
 int run_io_bench(const IoBenchOptions& o) {
@@ -139,9 +181,12 @@ int run_io_bench(const IoBenchOptions& o) {
     io::make_io_engine({.engine = engines.back()});   // NotSupported now, not after the file is written
   }
 
+  // The folder the user names must exist (a mistyped path or an unmounted disk is not
+  // silently measured elsewhere); the file in it is the command's own.
+  files::check_existing_root(o.path, "--path");
   const std::string path =
       (std::filesystem::path(o.path) / ("zerotrain-io-bench-" + std::to_string(::getpid()) + ".dat")).string();
-  RemoveOnExit remove{path};
+  RemoveOnExit remove(path);
   io::DirectFile file = io::DirectFile::open(path, io::DirectFile::Mode::kCreate);
   file.reserve(nbytes);
 

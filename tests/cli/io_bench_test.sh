@@ -20,7 +20,7 @@ expect io_bench_write_only 0 "best write: " '"aio": {' -- \
 # Nothing is left behind.
 if [ -z "$(ls -A "$tmp")" ]; then passed=$((passed + 1)); else echo "FAIL io_bench_cleanup: $(ls "$tmp")"; failed=$((failed + 1)); fi
 
-expect io_bench_missing_dir 7 "[io] cannot open $tmp/nope/zerotrain-io-bench-" "the directory $tmp/nope does not exist" -- \
+expect io_bench_missing_dir 7 "[io] --path $tmp/nope does not exist; create it or fix the path (is the disk mounted?)" -- \
   "$zt" io-bench --path "$tmp/nope" --size_mib 4
 if [ -d /dev/shm ] && [ "$(stat -f -c %T /dev/shm)" = tmpfs ]; then
   expect io_bench_tmpfs 7 "is on tmpfs, which is memory, not a disk: put nvme_path on a disk" -- \

@@ -26,6 +26,7 @@ BIG=preset=small,n_layer=12,n_embd=1024,n_head=16,vocab_size=8192,block_size=64
 TINY=preset=tiny
 # Every bucket size explicit ("auto" would follow each model's hidden size), the same for
 # the estimate; sub-groups of 1e7 elements keep the swap buffers at 3 x 3 x 40 MB.
+mkdir -p "$out/swap"   # nvme_path must exist: zerotrain does not create it
 cat >"$out/nvme.json" <<EOF
 {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "bf16": {"enabled": "auto"},
  "zero_optimization": {"stage": 3, "overlap_comm": true, "reduce_bucket_size": 1000000,

@@ -174,10 +174,13 @@ std::string name_of(const OffloadCase& c) {
          (c.pipeline ? "" : "_sync");
 }
 
-// A folder of the test's own under the working directory, removed when it ends.
+// A folder of the test's own under the working directory (made now: nvme_path must exist),
+// removed when it ends.
 struct ScratchDir {
   explicit ScratchDir(const std::string& name)
-      : path(std::filesystem::current_path() / ("zt_estimate_" + name + "_" + std::to_string(::getpid()))) {}
+      : path(std::filesystem::current_path() / ("zt_estimate_" + name + "_" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(path);
+  }
   ~ScratchDir() {
     std::error_code ec;
     std::filesystem::remove_all(path, ec);

@@ -28,7 +28,10 @@ zerotrain::Config nvme_config(const std::string& nvme_path) {
                                   "pipeline_write": true}}})");
 }
 
+// nvme_path must exist (zerotrain never creates it): made here where it can be.
 zerotrain::Engine start(ParityNet& net, const std::string& nvme_path) {
+  std::error_code ec;
+  fs::create_directories(nvme_path, ec);
   return zerotrain::initialize(net.ptr(), nvme_config(nvme_path),
                                {.comm = zerotrain::comm::Communicator::make_thread_world(1)[0]});
 }
@@ -65,6 +68,8 @@ TEST(OffloadFaults, SwapFolderOnTmpfsIsRefusedAtStart) {
     EXPECT_NE(std::string(e.what()).find("/dev/shm/zt_offload_"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("tmpfs"), std::string::npos) << e.what();
   }
+  // Refused before anything was made in it.
+  EXPECT_TRUE(fs::is_empty(dir)) << "the refused swap folder was left with files in it";
   std::error_code ec;
   fs::remove_all(dir, ec);
 }

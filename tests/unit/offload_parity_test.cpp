@@ -45,12 +45,14 @@ std::string name_of(const OffloadCase& c) {
          (c.param == "none" ? "" : "_params_" + c.param);
 }
 
-// Swap files go to a folder on the disk the tests run from (O_DIRECT: not a tmpfs), removed
-// when the test ends, failed or not.
+// Swap files go to a folder on the disk the tests run from (O_DIRECT: not a tmpfs), made now
+// (nvme_path must exist) and removed when the test ends, failed or not.
 struct ScratchDir {
   fs::path path;
   explicit ScratchDir(const std::string& name)
-      : path(fs::current_path() / ("zt_offload_" + name + "_" + std::to_string(::getpid()))) {}
+      : path(fs::current_path() / ("zt_offload_" + name + "_" + std::to_string(::getpid()))) {
+    fs::create_directories(path);
+  }
   ~ScratchDir() {
     std::error_code ec;
     fs::remove_all(path, ec);
@@ -239,6 +241,7 @@ TEST_P(OffloadResume, SavedAndResumedHalfwayGivesTheBitsOfOneRun) {
   const std::string name = name_of(c) + (rc.offload_before ? "_on" : "_off") + (rc.offload_after ? "_on" : "_off");
   const ScratchDir scratch("resume_" + name);
   const fs::path& dir = scratch.path;
+  fs::create_directories(dir / "swap");   // nvme_path must exist
   const TrainRun want = train(c, false, "");
   train(c, rc.offload_before, (dir / "swap").string(), {0, kSteps / 2, "", (dir / "ckpt").string()});
   const TrainRun got = train(c, rc.offload_after, (dir / "swap").string(), {kSteps / 2, kSteps, (dir / "ckpt").string(), ""});

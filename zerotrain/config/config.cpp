@@ -5,6 +5,7 @@
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
+#include "zerotrain/core/output_path.h"
 
 namespace zerotrain::config {
 namespace {
@@ -102,7 +103,10 @@ Config Config::from_string(std::string_view text, const LoadOptions& options) {
 
 Config Config::from_file(const std::filesystem::path& path, LoadOptions options) {
   if (options.origin == LoadOptions{}.origin) options.origin = path.string();
-  return from_json(read_json_file(path), options);
+  Config config = from_json(read_json_file(path), options);
+  // An input of the run: no output may be written over it (core/output_path.h).
+  files::register_input(path, "config file");
+  return config;
 }
 
 Source Config::source_of(std::string_view path) const {

@@ -4,15 +4,23 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <iostream>
 
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::files {
 
-OutputFile::OutputFile(std::filesystem::path path, std::string what) : path_(std::move(path)), what_(std::move(what)) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) fail("open", errno);
+void check_standard_output() {
+  std::cout.flush();
+  ZT_CHECK(std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good(), IoError,
+           "cannot write the standard output: ", std::strerror(errno));
+}
+
+OutputFile::OutputFile(std::filesystem::path path, const OutputCheck& check)
+    : path_(std::move(path)), what_(check.what) {
+  fd_ = open_output_file(path_, OpenMode::kTruncate, check);
 }
 
 OutputFile::~OutputFile() {
@@ -38,7 +46,7 @@ void OutputFile::close() {
   if (fd_ < 0) return;
   const int fd = fd_;
   fd_ = -1;
-  // A character device (/dev/null, a terminal) cannot be synced; that is not a failure.
+  // A file system that cannot sync (EINVAL) has nothing more to make durable; not a failure.
   if (::fdatasync(fd) != 0 && errno != EINVAL && errno != EROFS) {
     const int error = errno;
     ::close(fd);

@@ -23,6 +23,7 @@
 #include "zerotrain/checkpoint/writer.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
+#include "zerotrain/core/output_path.h"
 #include "zerotrain/engine/checkpoint_common.h"
 #include "zerotrain/engine/engine.h"
 #include "zerotrain/engine/engine_state.h"
@@ -198,6 +199,11 @@ void Engine::save_checkpoint(const std::string& save_dir, const std::string& tag
   RankStatus made;
   if (leader) {
     made.error = capture([&] {
+      // The tag's folder and `latest` are zerotrain's own (core/output_path.h): a link or a
+      // file where the tag goes, or a link, a FIFO or a folder named `latest`, is refused
+      // before anything is written, not followed or replaced.
+      files::check_own_directory(final_dir, "checkpoint tag folder");
+      if (save_latest) files::check_output_file(dir / checkpoint::kLatestName, {.what = "checkpoint `latest` file"});
       try {
         fs::create_directories(dir);
         fs::remove_all(staging);

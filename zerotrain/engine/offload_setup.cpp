@@ -8,6 +8,7 @@
 #include "zerotrain/core/logging.h"
 #include "zerotrain/engine/engine_state.h"
 #include "zerotrain/io/from_config.h"
+#include "zerotrain/io/offload_dir.h"
 #include "zerotrain/offload/param_swap_host.h"
 #include "zerotrain/offload/param_swap_nvme.h"
 
@@ -31,9 +32,10 @@ std::shared_ptr<stages::stage3::ParamSwap> make_param_swap(const Config& c, cons
     if (rank == 0) ZT_LOG_INFO("engine: offload_param cpu: the shard lives in pinned host memory");
     return swap;
   }
-  const std::string dir = (std::filesystem::path(block->nvme_path.value_or(".")) / "zerotrain_offload" / "params" /
-                           ("rank" + std::to_string(rank)))
-                              .string();
+  // nvme_path must exist and be on a disk; zerotrain makes only its own folders inside it.
+  const std::string dir = io::make_offload_dir(block->nvme_path.value_or("."),
+                                               {"zerotrain_offload", "params", "rank" + std::to_string(rank)},
+                                               "zero_optimization.offload_param.nvme_path");
   auto swap = offload::make_nvme_param_swap(dir, io::aio_options(c.aio));
   if (rank == 0) ZT_LOG_INFO("engine: ", swap->describe());
   return swap;

@@ -1,8 +1,6 @@
 // Opening files for O_DIRECT, with errors that say what to change.
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -13,6 +11,7 @@
 
 #include "zerotrain/core/error.h"
 #include "zerotrain/io/io_engine.h"
+#include "zerotrain/io/offload_dir.h"
 
 namespace zerotrain::io {
 namespace {
@@ -54,6 +53,9 @@ const char* purpose(DirectFile::Mode mode) { return mode == DirectFile::Mode::kR
     case ENOTDIR:
       fix = "a part of the path is not a directory";
       break;
+    case ELOOP:
+      fix = "it is a symbolic link, which zerotrain does not write through: remove it";
+      break;
     case EMFILE:
     case ENFILE:
       fix = "too many open files: raise the limit (ulimit -n)";
@@ -68,16 +70,10 @@ const char* purpose(DirectFile::Mode mode) { return mode == DirectFile::Mode::kR
   throw IoError(fix.empty() ? head : head + " (" + fix + ")");
 }
 
-// tmpfs and ramfs are memory: offloading to them saves nothing, and older kernels refuse
-// O_DIRECT there while newer ones accept it. Refused on every kernel, so a run behaves the
-// same everywhere.
 void refuse_memory_file_system(const std::string& path, DirectFile::Mode mode) {
-  struct statfs fs {};
-  if (::statfs(parent_dir(path).c_str(), &fs) != 0) return;   // open() reports what is wrong
-  if (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC) {
-    throw IoError(detail::str("cannot open ", path, " for ", purpose(mode), " (O_DIRECT): ", parent_dir(path),
-                              " is on tmpfs, which is memory, not a disk: put nvme_path on a disk, or offload "
-                              "to device \"cpu\" instead"));
+  const std::string problem = memory_file_system_problem(parent_dir(path));
+  if (!problem.empty()) {
+    throw IoError(detail::str("cannot open ", path, " for ", purpose(mode), " (O_DIRECT): ", problem));
   }
 }
 
@@ -88,7 +84,8 @@ DirectFile DirectFile::open(const std::string& path, Mode mode) {
   refuse_memory_file_system(path, mode);
   int flags = O_DIRECT | O_CLOEXEC;
   switch (mode) {
-    case Mode::kCreate: flags |= O_RDWR | O_CREAT | O_TRUNC; break;
+    // The file's name is zerotrain's: a link there is refused (ELOOP), not followed.
+    case Mode::kCreate: flags |= O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW; break;
     case Mode::kReadWrite: flags |= O_RDWR; break;
     case Mode::kRead: flags |= O_RDONLY; break;
   }

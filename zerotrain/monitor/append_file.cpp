@@ -9,13 +9,15 @@
 #include <system_error>
 
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/output_path.h"
 
 namespace zerotrain::monitor {
 
 AppendFile::AppendFile(std::filesystem::path path, Mode mode) : path_(std::move(path)) {
-  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (mode == Mode::kAppend ? O_APPEND : O_EXCL);
-  fd_ = ::open(path_.c_str(), flags, 0644);
-  if (fd_ < 0) fail("open", errno);
+  // The output policy (core/output_path.h): a FIFO, a device, a link or an input of the run
+  // is refused, never opened or appended to.
+  fd_ = files::open_output_file(path_, mode == Mode::kAppend ? files::OpenMode::kAppend : files::OpenMode::kCreateNew,
+                                {.what = "metrics file"});
   struct stat st {};
   if (::fstat(fd_, &st) != 0) fail("stat", errno);
   size_bytes_ = static_cast<int64_t>(st.st_size);

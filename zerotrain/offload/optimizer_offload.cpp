@@ -8,6 +8,7 @@
 #include "zerotrain/core/error.h"
 #include "zerotrain/estimate/offload_bytes.h"
 #include "zerotrain/io/from_config.h"
+#include "zerotrain/io/offload_dir.h"
 #include "zerotrain/offload/device_staging.h"
 #include "zerotrain/offload/fused_step.h"
 #include "zerotrain/optim/flat_optimizer.h"
@@ -20,9 +21,10 @@ namespace {
 std::unique_ptr<StateStore> make_store(const OptimizerOffloadOptions& o, int64_t sub_numel) {
   if (o.block.device == config::OffloadDevice::kCpu) return make_host_store(o.block.pin_memory);
   NvmeStoreOptions n;
-  n.dir = (std::filesystem::path(o.block.nvme_path.value_or(".")) / "zerotrain_offload" / "optimizer" /
-           ("rank" + std::to_string(o.rank)))
-              .string();
+  // nvme_path must exist and be on a disk; zerotrain makes only its own folders inside it.
+  n.dir = io::make_offload_dir(o.block.nvme_path.value_or("."),
+                               {"zerotrain_offload", "optimizer", "rank" + std::to_string(o.rank)},
+                               "zero_optimization.offload_optimizer.nvme_path");
   n.aio = io::aio_options(o.aio);
   n.max_sub_group_numel = sub_numel;
   n.pipeline_read = o.block.pipeline_read;

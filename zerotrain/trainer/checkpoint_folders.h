@@ -136,6 +136,12 @@ inline void rotate(const fs::path& output_dir, int64_t limit, const fs::path& ju
   for (const auto& [step, dir] : folders) {
     if (count <= limit) break;
     if (fs::equivalent(dir, just_saved, ec)) continue;
+    if (fs::is_symlink(dir, ec)) {
+      // Not made by zerotrain: deleting through it would delete elsewhere.
+      ZT_LOG_WARN("not deleting ", dir.string(), " for --save_total_limit: it is a symbolic link, not a folder "
+                  "zerotrain made; it is kept");
+      continue;
+    }
     ZT_LOG_INFO("deleting older checkpoint ", dir.string(), " (--save_total_limit ", limit, ")");
     fs::remove(dir / checkpoint::kLatestName, ec);
     if (!ec) fs::remove_all(dir, ec);

@@ -48,7 +48,14 @@ std::string format_metrics(const Metrics& metrics) {
 RunLog::RunLog(const TrainingArguments& args, const Config& config, RunLogOptions options)
     : options_(std::move(options)) {
   if (!options_.leader) return;
-  if (!options_.metrics_file.empty()) metrics_.emplace(options_.metrics_file, "--metrics_file");
+  if (!options_.metrics_file.empty()) {
+    // A metrics file of an earlier run is not truncated silently: HF's flag for replacing
+    // what is in the way of a run's outputs allows it.
+    metrics_.emplace(options_.metrics_file, files::OutputCheck{
+                                                .what = "--metrics_file",
+                                                .may_replace = args.overwrite_output_dir,
+                                                .replace_hint = "add --overwrite_output_dir, or choose another path"});
+  }
   monitor_ = std::make_unique<monitor::Monitor>();
   monitor::add_from_config(*monitor_, config.tensorboard, config.csv_monitor);
   const bool reports = std::any_of(args.report_to.begin(), args.report_to.end(), [](const auto& r) { return r != "none"; });

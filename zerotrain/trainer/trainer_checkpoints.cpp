@@ -1,10 +1,14 @@
 // The Trainer's checkpoints: HF's <output_dir>/checkpoint-<step>/ folders through the
 // engine's save and load (any world size, stage and dtype), --save_total_limit, and what a
 // checkpoint records about the data stream so a resumed run sees the same batches.
+#include <ATen/ATen.h>
+
+#include <exception>
 #include <filesystem>
 
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
+#include "zerotrain/core/output_path.h"
 #include "zerotrain/trainer/checkpoint_folders.h"
 #include "zerotrain/trainer/trainer_impl.h"
 
@@ -25,7 +29,56 @@ std::optional<int64_t> saved_if_different(const config::Json& saved, const char*
   return t[key].get<int64_t>();
 }
 
+template <class F>
+std::exception_ptr capture(F&& work) {
+  try {
+    work();
+    return nullptr;
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+// Every rank throws when any failed, agreed by a collective so that no rank waits for
+// another in the next one: a rank rethrows its own error, the others say where to look.
+void throw_on_every_rank(comm::Communicator& comm, const std::exception_ptr& error, const std::string& elsewhere) {
+  auto failed = at::full({1}, static_cast<int64_t>(error != nullptr), at::kLong);
+  comm.all_reduce(failed, comm::ReduceOp::kMax).wait();
+  if (error) std::rethrow_exception(error);
+  ZT_CHECK(failed.item<int64_t>() == 0, IoError, elsewhere);
+}
+
 }  // namespace
+
+void Trainer::Impl::prepare_output_dir(const TrainingArguments& run_args) {
+  const std::string& dir = run_args.output_dir;
+  const std::exception_ptr error = capture([&] {
+    // Made before training, so a path that cannot be written fails now, not at the first save.
+    if (leader) {
+      std::error_code ec;
+      fs::create_directories(dir, ec);
+      ZT_CHECK(!ec && fs::is_directory(dir, ec), IoError, "--output_dir ", dir, ": cannot create it (",
+               ec ? ec.message() : std::string("not a directory"), "); give a directory this job can write");
+    }
+    // checkpoint-N is the Trainer's own folder: a link (or a file) by that name is refused now,
+    // before training, rather than at the save it would divert.
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (folders::step_of(entry.path().filename().string())) files::check_own_directory(entry.path(), "checkpoint folder");
+    }
+    // Checkpoints of an earlier run would be replaced by this run's saves of the same steps,
+    // and deleted by its --save_total_limit: HF's examples refuse such a folder unless told.
+    if (resume_from || run_args.overwrite_output_dir) return;
+    std::string names;
+    for (const auto& [step, folder] : folders::list_folders(dir)) {
+      names += (names.empty() ? "" : ", ") + folder.filename().string();
+    }
+    ZT_CHECK(names.empty(), UsageError, "--output_dir ", dir, " holds checkpoints of an earlier run (", names,
+             "); resume from them with --resume_from_checkpoint true, replace them with --overwrite_output_dir, or "
+             "choose another --output_dir");
+  });
+  throw_on_every_rank(*comm, error, "--output_dir " + dir + ": another rank could not use it; its message says why");
+}
 
 std::string Trainer::Impl::save() {
   ZT_CHECK(!args.output_dir.empty(), UsageError, "saving a checkpoint needs --output_dir");
@@ -39,6 +92,13 @@ std::string Trainer::Impl::save() {
                                        {"seed", args.seed},
                                        {"train_batch_size", global_batch},
                                        {"epoch", state.epoch}}}};
+  // checkpoint-N is the Trainer's own folder: a link or a file there (made since the start)
+  // is refused, not followed (the engine would write the checkpoint and move `latest`
+  // wherever it points). The engine makes the folder, and reports a failure to.
+  std::exception_ptr refused;
+  if (leader) refused = capture([&] { files::check_own_directory(dir, "checkpoint folder"); });
+  throw_on_every_rank(*comm, refused,
+                      "saving " + dir.string() + ": another rank refused the folder; its message says why");
   try {
     engine->save_checkpoint(dir.string(), "", client_state);
   } catch (const CheckpointError& e) {

@@ -45,6 +45,10 @@ struct Trainer::Impl {
 
   Metrics evaluate();                     // evaluation.cpp
   std::string save();                     // trainer_checkpoints.cpp
+  // Makes --output_dir, and refuses checkpoint folders of an earlier run there unless the run
+  // resumes or overwrite_output_dir allows them to be replaced (trainer_checkpoints.cpp).
+  // Called while the Trainer is built, before `args` is set.
+  void prepare_output_dir(const TrainingArguments& run_args);
   void resume(const std::filesystem::path& from);   // trainer_checkpoints.cpp
   TrainOutput train();                    // train_loop.cpp
 };

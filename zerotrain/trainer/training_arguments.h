@@ -18,6 +18,9 @@ enum class IntervalStrategy { kNo, kSteps, kEpoch };
 struct TrainingArguments {
   std::string output_dir;                 // checkpoints: <output_dir>/checkpoint-<step>/ (empty: none)
   std::string deepspeed;                  // the ds_config.json (required)
+  // Replace what is in the way of this run's outputs: checkpoint-<step> folders of an earlier
+  // run in output_dir, an existing --metrics_file. Without it those are refused.
+  bool overwrite_output_dir = false;
   int64_t per_device_train_batch_size = 8;
   int64_t per_device_eval_batch_size = 8;
   int64_t gradient_accumulation_steps = 1;
