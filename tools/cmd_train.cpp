@@ -1,12 +1,14 @@
 // `zerotrain train`: the Trainer's command-line face (docs/trainer.md). One flag per field of
 // TrainingArguments, spelled as HF's, plus the built-in model and dataset; under `zerotrain
-// launch` for several ranks. Values pass the same checks as the C++ API's (the Trainer runs
-// them), and "auto" values in the DeepSpeed config are filled from them as HF's Trainer does.
+// launch` for several ranks. Numbers are read as the config reads them (tools/number_flags.h),
+// values pass the same checks as the C++ API's (the Trainer runs them), and "auto" values in
+// the DeepSpeed config are filled from them as HF's Trainer does.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "tools/commands.h"
+#include "tools/number_flags.h"
 #include "tools/train_data.h"
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"
@@ -34,6 +36,8 @@ struct TrainOptions {
 // DeepSpeed's launcher passes --local_rank=N, and torchrun's environment LOCAL_RANK; when
 // both are there they must agree (a script given the wrong one would use another's device).
 void check_local_rank(int given) {
+  ZT_CHECK(given >= -1, UsageError, "--local_rank ", given,
+           ": must be at least 0 (the launcher sets it; -1: not given)");
   if (given < 0) return;
   const auto from_env = env::get_int("LOCAL_RANK");
   ZT_CHECK(!from_env || *from_env == given, UsageError, "--local_rank=", given, " but LOCAL_RANK=", *from_env,
@@ -74,46 +78,48 @@ Command add_train_command(CLI::App& app) {
                   "preset=NAME,key=value,... (gpt: tiny, small, gpt2; mlp: tiny, small; convnet: small, tiny)");
   cmd->add_option("--dataset", o->data.spec, "fashion-mnist, cifar10:PATH, mnist:PATH, text:PATH, kjv or synthetic")
       ->capture_default_str();
-  cmd->add_option("--max_train_samples", o->data.max_train_samples, "Train on the first N samples only (0: all)")
-      ->capture_default_str();
-  cmd->add_option("--max_eval_samples", o->data.max_eval_samples, "Evaluate on the first N samples only (0: all)")
-      ->capture_default_str();
+  add_number_flag(*cmd, "--max_train_samples", o->data.max_train_samples,
+                  "Train on the first N samples only (0: all)");
+  add_number_flag(*cmd, "--max_eval_samples", o->data.max_eval_samples,
+                  "Evaluate on the first N samples only (0: all)");
   cmd->add_option("--deepspeed", a.deepspeed, "The DeepSpeed config (ds_config.json)")->required();
   cmd->add_option("--output_dir", a.output_dir,
                   "Where checkpoints go: DIR/checkpoint-<step>/ (the engine's save dir: global_step<step>/, latest)");
-  cmd->add_option("--per_device_train_batch_size", a.per_device_train_batch_size)->capture_default_str();
-  cmd->add_option("--per_device_eval_batch_size", a.per_device_eval_batch_size)->capture_default_str();
-  cmd->add_option("--gradient_accumulation_steps", a.gradient_accumulation_steps)->capture_default_str();
-  cmd->add_option("--learning_rate", a.learning_rate)->capture_default_str();
-  cmd->add_option("--weight_decay", a.weight_decay)->capture_default_str();
-  cmd->add_option("--adam_beta1", a.adam_beta1)->capture_default_str();
-  cmd->add_option("--adam_beta2", a.adam_beta2)->capture_default_str();
-  cmd->add_option("--adam_epsilon", a.adam_epsilon)->capture_default_str();
-  cmd->add_option("--max_grad_norm", a.max_grad_norm)->capture_default_str();
-  cmd->add_option("--num_train_epochs", a.num_train_epochs)->capture_default_str();
-  cmd->add_option("--max_steps", a.max_steps, "Train this many optimizer steps (overrides --num_train_epochs; -1: off)")
-      ->capture_default_str();
+  cmd->add_flag("--overwrite_output_dir", a.overwrite_output_dir,
+                "Replace checkpoint-<step> folders of an earlier run in --output_dir and an existing --metrics_file "
+                "(refused without it)");
+  add_number_flag(*cmd, "--per_device_train_batch_size", a.per_device_train_batch_size);
+  add_number_flag(*cmd, "--per_device_eval_batch_size", a.per_device_eval_batch_size);
+  add_number_flag(*cmd, "--gradient_accumulation_steps", a.gradient_accumulation_steps);
+  add_number_flag(*cmd, "--learning_rate", a.learning_rate);
+  add_number_flag(*cmd, "--weight_decay", a.weight_decay);
+  add_number_flag(*cmd, "--adam_beta1", a.adam_beta1);
+  add_number_flag(*cmd, "--adam_beta2", a.adam_beta2);
+  add_number_flag(*cmd, "--adam_epsilon", a.adam_epsilon);
+  add_number_flag(*cmd, "--max_grad_norm", a.max_grad_norm);
+  add_number_flag(*cmd, "--num_train_epochs", a.num_train_epochs);
+  add_number_flag(*cmd, "--max_steps", a.max_steps,
+                  "Train this many optimizer steps (overrides --num_train_epochs; -1: off)");
   cmd->add_option("--lr_scheduler_type", a.lr_scheduler_type,
                   "linear, cosine, constant_with_warmup or constant (used when the config has no scheduler block)")
       ->capture_default_str();
-  cmd->add_option("--warmup_steps", a.warmup_steps)->capture_default_str();
-  cmd->add_option("--warmup_ratio", a.warmup_ratio)->capture_default_str();
-  cmd->add_option("--logging_steps", a.logging_steps)->capture_default_str();
+  add_number_flag(*cmd, "--warmup_steps", a.warmup_steps);
+  add_number_flag(*cmd, "--warmup_ratio", a.warmup_ratio);
+  add_number_flag(*cmd, "--logging_steps", a.logging_steps);
   cmd->add_flag("--logging_first_step", a.logging_first_step, "Log the first step too");
   cmd->add_option("--logging_dir", a.logging_dir, "Where --report_to writes (default: <output_dir>/runs/<time>_<host>)");
   cmd->add_option("--eval_strategy", o->eval_strategy, "no, steps or epoch")->capture_default_str();
-  cmd->add_option("--eval_steps", a.eval_steps, "Evaluate every N steps with --eval_strategy steps (default: --logging_steps)");
+  add_number_flag(*cmd, "--eval_steps", a.eval_steps,
+                  "Evaluate every N steps with --eval_strategy steps (default: --logging_steps)");
   cmd->add_option("--save_strategy", o->save_strategy, "no, steps or epoch (saves need --output_dir)")->capture_default_str();
   auto* save_steps =
-      cmd->add_option("--save_steps", a.save_steps, "Save a checkpoint every N optimizer steps (0: never)")
-          ->capture_default_str();
-  cmd->add_option("--save_total_limit", a.save_total_limit,
-                  "Keep the newest N checkpoint-<step> folders, deleting older ones after each save (0: keep all)")
-      ->capture_default_str();
+      add_number_flag(*cmd, "--save_steps", a.save_steps, "Save a checkpoint every N optimizer steps (0: never)");
+  add_number_flag(*cmd, "--save_total_limit", a.save_total_limit,
+                  "Keep the newest N checkpoint-<step> folders, deleting older ones after each save (0: keep all)");
   cmd->add_option("--resume_from_checkpoint", a.resume_from_checkpoint,
                   "Continue from a checkpoint-<step> folder (any world size, stage, dtype), or `true`: the newest "
                   "complete one in --output_dir");
-  cmd->add_option("--seed", a.seed)->capture_default_str();
+  add_number_flag(*cmd, "--seed", a.seed);
   auto* device = cmd->add_option("--device", a.device,
                                  "auto (a GPU when one is visible), cpu, cuda (the GPU LOCAL_RANK names) or cuda:N (all "
                                  "ranks of the node on GPU N: gloo only)")
@@ -127,23 +133,22 @@ Command add_train_command(CLI::App& app) {
       ->excludes(bf16);
   cmd->add_flag("--gradient_checkpointing", a.gradient_checkpointing,
                 "Recompute each transformer block in backward instead of keeping its activations (gpt)");
-  cmd->add_option("--dataloader_num_workers", a.dataloader_num_workers, "Background threads that load batches (0: none)")
-      ->capture_default_str();
+  add_number_flag(*cmd, "--dataloader_num_workers", a.dataloader_num_workers,
+                  "Background threads that load batches (0: none)");
   cmd->add_flag("--dataloader_drop_last", a.dataloader_drop_last, "Drop the last incomplete batch of each epoch");
   cmd->add_option("--report_to", a.report_to, "tensorboard, csv, jsonl or none (several may be given)");
   cmd->add_flag("--disable_tqdm", a.disable_tqdm, "No progress bar: one plain line per log");
-  cmd->add_option("--early_stopping_patience", a.early_stopping_patience,
-                  "Stop after N evaluations without improvement of --metric_for_best_model (0: off)")
-      ->capture_default_str();
-  cmd->add_option("--early_stopping_threshold", a.early_stopping_threshold)->capture_default_str();
+  add_number_flag(*cmd, "--early_stopping_patience", a.early_stopping_patience,
+                  "Stop after N evaluations without improvement of --metric_for_best_model (0: off)");
+  add_number_flag(*cmd, "--early_stopping_threshold", a.early_stopping_threshold);
   cmd->add_option("--metric_for_best_model", a.metric_for_best_model)->capture_default_str();
   cmd->add_option("--greater_is_better", a.greater_is_better, "Default: false for a loss, true otherwise");
   cmd->add_option("--metrics_file", o->metrics_file, "Rank 0 writes one JSON object per log, evaluation and epoch here");
   cmd->add_option("--log_level", o->log_level,
                   "debug, info, warning, error, critical or passive (HF's; passive keeps ZEROTRAIN_LOG_LEVEL or info)")
       ->capture_default_str();
-  cmd->add_option("--local_rank", o->local_rank, "Set by DeepSpeed's launcher (--local_rank=N); must match LOCAL_RANK")
-      ->check(CLI::NonNegativeNumber);
+  add_number_flag(*cmd, "--local_rank", o->local_rank,
+                  "Set by DeepSpeed's launcher (--local_rank=N); must match LOCAL_RANK");
   cmd->add_flag("--skip_memory_check", o->skip_memory_check,
                 "Train even when the estimated peak exceeds the memory this host has left");
   return {cmd, [o, save_steps] {

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/output_path.h"
 #include "zerotrain/data/open.h"
 #include "zerotrain/data/synthetic.h"
 #include "zerotrain/models/models.h"
@@ -63,6 +64,11 @@ models::DataShape shape_of(const data::DatasetInfo& info, const std::string& spe
 }  // namespace
 
 TrainData open_train_data(const TrainDataOptions& o) {
+  // 0 is the only "all"; a negative count is a mistake, not another way to say it.
+  ZT_CHECK(o.max_train_samples >= 0, UsageError, "--max_train_samples ", o.max_train_samples,
+           ": must be at least 0 (0: all samples)");
+  ZT_CHECK(o.max_eval_samples >= 0, UsageError, "--max_eval_samples ", o.max_eval_samples,
+           ": must be at least 0 (0: all samples)");
   TrainData out;
   if (o.spec == "synthetic") {
     out.shape.name = "synthetic";
@@ -87,6 +93,10 @@ TrainData open_train_data(const TrainDataOptions& o) {
   open.limit = o.max_eval_samples;
   out.eval = data::open_dataset(o.spec, data::Split::kEval, open);
   out.shape = shape_of(out.train->info(), o.spec);
+  // KIND:PATH names the data's file or folder: no output of the run may be written over it.
+  if (const size_t colon = o.spec.find(':'); colon != std::string::npos) {
+    files::register_input(o.spec.substr(colon + 1), "dataset file");
+  }
   return out;
 }
 

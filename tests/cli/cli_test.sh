@@ -60,6 +60,10 @@ printf '{"a": 1,\n "a": 2}' >"$tmp/dup.json"
 expect duplicate_keys 3 "duplicate keys" -- "$zt" config check "$tmp/dup.json"
 expect duplicate_keys_json 3 '"ok": false' "duplicate keys" -- "$zt" config check "$tmp/dup.json" --json
 expect missing_file 3 "no such file" -- "$zt" config check "$tmp/nope.json"
+# The IO engine's bounds are the schema's: what `train` would refuse, `config check` refuses.
+echo '{"aio": {"block_size": 1099511627776, "queue_depth": 2147483648, "intra_op_parallelism": 1000000}}' >"$tmp/aio.json"
+expect aio_bounds 3 "aio.block_size: must be between 4096 and 1073741824" "aio.queue_depth: must be between 1 and 4096" \
+  "aio.intra_op_parallelism: must be between 1 and 256" -- "$zt" config check "$tmp/aio.json"
 expect bad_world_size 2 "--world_size must be at least 1" -- "$zt" config check "$tmp/unknown.json" --world_size 0
 
 # The reader on any file: deep nesting, non-regular files (a FIFO is not waited on), and
@@ -75,8 +79,9 @@ expect batch_overflow 3 "9223372036854775807 * 2 does not fit in a 64-bit intege
   "$zt" config check "$tmp/huge_batch.json" --world_size 2
 
 # Trainer arguments are checked as the config keys they fill, whatever the config has.
-expect train_lr_nan 3 "optimizer.params.lr: expected a finite number" "filled from --learning_rate" -- \
-  "$zt" train --model mlp --deepspeed "$root/examples/ds_config_train_zero2.json" --learning_rate nan --max_steps 1
+# (A text that is no finite number, such as nan, is refused as the flag is read: train_numbers_test.sh.)
+expect train_lr_negative 3 "optimizer.params.lr: must be at least 0, got -1" "filled from --learning_rate" -- \
+  "$zt" train --model mlp --deepspeed "$root/examples/ds_config_train_zero2.json" --learning_rate -1 --max_steps 1
 expect train_clip_negative 3 "gradient_clipping: must be at least 0, got -1" -- \
   "$zt" train --model mlp --deepspeed "$root/examples/ds_config_train_zero2.json" --max_grad_norm -1 --max_steps 1
 expect train_seed_negative 3 "--seed must be between 0 and 2**32 - 1, got -5" -- \
@@ -92,9 +97,9 @@ expect memory_skipped 0 "step 1/" -- env ZEROTRAIN_MEMORY_AVAILABLE=1MiB "${trai
   --skip_memory_check
 expect nan_loss 9 "[numerics] step" "the gradients are not finite" "The weights were not updated" -- \
   "${train2[@]}" --learning_rate 1e30 --max_grad_norm 0 --max_steps 30 --logging_steps 1
-expect metrics_full 7 "cannot write --metrics_file /dev/full: No space left on device" -- \
+expect metrics_device 7 "cannot write --metrics_file /dev/full: is a character device; give the path of a regular file" -- \
   "${train2[@]}" --max_steps 1 --metrics_file /dev/full
-expect metrics_dir 7 "cannot open --metrics_file $tmp: Is a directory" -- "${train2[@]}" --max_steps 1 --metrics_file "$tmp"
+expect metrics_dir 7 "cannot write --metrics_file $tmp: is a directory" -- "${train2[@]}" --max_steps 1 --metrics_file "$tmp"
 expect stdout_full 7 "cannot write the standard output: No space left on device" -- \
   sh -c "'$zt' config check '$root/examples/ds_config_zero2.json' >/dev/full"
 expect oom_libtorch 10 "[memory] out of memory in LibTorch" "zerotrain advise" -- \

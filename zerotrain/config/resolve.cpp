@@ -113,8 +113,11 @@ void fill_optimizer_params(Filler& f, Params& p, const TrainerArgs& a) {
 // HF's rule (warmup_steps wins when set), except that a negative count is passed on to be
 // refused as warmup_num_steps would be, instead of falling back to warmup_ratio.
 int64_t warmup_steps(const TrainerArgs& a, int64_t total) {
-  return a.warmup_steps != 0 ? a.warmup_steps
-                            : static_cast<int64_t>(std::ceil(static_cast<double>(total) * a.warmup_ratio));
+  if (a.warmup_steps != 0) return a.warmup_steps;
+  // ceil(total * ratio) is at most total for a ratio in [0, 1] (checked before); in doubles a
+  // total near 2^63 rounds up to 2^63, which no int64_t holds.
+  const double steps = std::ceil(static_cast<double>(total) * a.warmup_ratio);
+  return steps >= static_cast<double>(total) ? total : static_cast<int64_t>(steps);
 }
 
 // A product of Trainer arguments that fills a config key; one that does not fit in 64 bits

@@ -79,7 +79,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, std::vector<int64
   ZT_CHECK(options_.prefetch_batches >= 1, UsageError, "data loader: prefetch_batches is ", options_.prefetch_batches,
            "; each worker needs room for at least 1 batch");
   const auto n = static_cast<int64_t>(indices_.size());
-  num_batches_ = options_.drop_last ? n / options_.batch_size : (n + options_.batch_size - 1) / options_.batch_size;
+  // Rounded up without n + batch_size - 1, which overflows for a batch size near 2^63.
+  num_batches_ = n / options_.batch_size + (!options_.drop_last && n % options_.batch_size != 0 ? 1 : 0);
   ZT_CHECK(options_.first_batch >= 0 && options_.first_batch <= num_batches_, UsageError, "data loader: first_batch ",
            options_.first_batch, " is outside [0, ", num_batches_, "]: the epoch has ", num_batches_,
            " batches of ", options_.batch_size, " from ", n, " samples");

@@ -10,6 +10,7 @@
 #include "zerotrain/core/error.h"
 #include "zerotrain/data/loader.h"
 #include "zerotrain/trainer/trainer_impl.h"
+#include "zerotrain/trainer/training_plan.h"
 
 namespace zerotrain {
 
@@ -22,8 +23,8 @@ Metrics Trainer::Impl::evaluate() {
   // a rank out of samples scoring one it then leaves out.
   std::vector<int64_t> mine;
   for (int64_t i = rank(); i < n; i += ws) mine.push_back(i);
-  const int64_t most = (n + ws - 1) / ws, batch_size = args.per_device_eval_batch_size;
-  const int64_t batches = (most + batch_size - 1) / batch_size;
+  const int64_t most = trainer::ceil_div(n, ws), batch_size = args.per_device_eval_batch_size;
+  const int64_t batches = trainer::ceil_div(most, batch_size);   // a batch size near 2^63 is 1 batch
   data::DataLoader loader(data.eval, mine,
                           {.batch_size = batch_size, .num_workers = static_cast<int>(args.dataloader_num_workers)});
   double loss_sum = 0, count = 0, correct = 0;

@@ -20,12 +20,12 @@
 #include "zerotrain/core/cpu_features.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
-#include "zerotrain/data/sampler.h"
 #include "zerotrain/stages/traits.h"
 #include "zerotrain/trainer/checkpoint_folders.h"
 #include "zerotrain/trainer/device.h"
 #include "zerotrain/trainer/memory_check.h"
 #include "zerotrain/trainer/trainer_impl.h"
+#include "zerotrain/trainer/training_plan.h"
 
 namespace zerotrain {
 namespace trainer {
@@ -73,38 +73,6 @@ std::string choose_precision(TrainingArguments& args, const Config& config) {
   return std::string("precision: ") + (support.native ? "bf16" : "fp32") + ", because " + support.reason;
 }
 
-// Samples per rank per epoch, micro-batches per rank per epoch and optimizer steps per epoch,
-// as HF's Trainer counts them (len(dataloader) // gradient_accumulation_steps, at least 1).
-int64_t steps_per_epoch(const TrainingArguments& a, int64_t dataset_size, int world_size) {
-  const data::DistributedSampler sampler(
-      dataset_size, {.num_replicas = world_size, .rank = 0, .shuffle = false, .drop_last = a.dataloader_drop_last});
-  const int64_t per_rank = sampler.num_samples();
-  const int64_t micro = a.per_device_train_batch_size;
-  const int64_t batches = a.dataloader_drop_last ? per_rank / micro : (per_rank + micro - 1) / micro;
-  ZT_CHECK(batches > 0, UsageError, "the training set has ", dataset_size, " samples: ", per_rank,
-           " per rank, fewer than one --per_device_train_batch_size (", micro, ") with --dataloader_drop_last");
-  return std::max<int64_t>(batches / a.gradient_accumulation_steps, 1);
-}
-
-// Creates --output_dir before training, so a path that cannot be written fails now rather
-// than at the first save; every rank agrees, so none waits for another in a collective.
-void prepare_output_dir(const std::string& dir, bool leader, comm::Communicator& comm) {
-  std::string error;
-  if (leader) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec || !fs::is_directory(dir)) {
-      error = "--output_dir " + dir + ": cannot create it (" + (ec ? ec.message() : std::string("not a directory")) +
-              "); give a directory this job can write";
-    }
-  }
-  auto failed = torch::full({1}, static_cast<int64_t>(!error.empty()), torch::kLong);
-  comm.all_reduce(failed, comm::ReduceOp::kMax).wait();
-  ZT_CHECK(error.empty(), IoError, error);
-  ZT_CHECK(failed.item<int64_t>() == 0, IoError, "--output_dir ", dir,
-           ": another rank could not create it; its message says why");
-}
-
 }  // namespace
 
 Trainer::Trainer(TrainingArguments args, ModelSpec spec, TrainerData data, TrainerOptions options)
@@ -136,15 +104,10 @@ Trainer::Trainer(TrainingArguments args, ModelSpec spec, TrainerData data, Train
   const std::string precision = options.bf16_if_native ? choose_precision(args, s.config) : "";
   config::add_trainer_blocks(s.config, args.lr_scheduler_type);
 
-  s.state.steps_per_epoch = steps_per_epoch(args, data.train->size(), s.world_size());
-  if (args.max_steps > 0) {
-    s.state.max_steps = args.max_steps;
-    s.state.num_train_epochs = (args.max_steps + s.state.steps_per_epoch - 1) / s.state.steps_per_epoch;
-  } else {
-    s.state.max_steps =
-        static_cast<int64_t>(std::ceil(args.num_train_epochs * static_cast<double>(s.state.steps_per_epoch)));
-    s.state.num_train_epochs = static_cast<int64_t>(std::ceil(args.num_train_epochs));
-  }
+  const trainer::TrainingPlan plan = trainer::plan_training(args, data.train->size(), s.world_size());
+  s.state.steps_per_epoch = plan.steps_per_epoch;
+  s.state.max_steps = plan.max_steps;
+  s.state.num_train_epochs = plan.num_train_epochs;
   config::resolve_auto(s.config, to_trainer_args(args, s.world_size(), spec.hidden_size, s.state.max_steps));
 
   s.baseline_rss_bytes = trainer::peak_rss_bytes();
@@ -186,7 +149,7 @@ Trainer::Trainer(TrainingArguments args, ModelSpec spec, TrainerData data, Train
   // --save_steps 0 with the steps strategy saves nothing, as before HF's strategies existed.
   s.saves = !args.output_dir.empty() && args.save_strategy != IntervalStrategy::kNo &&
             !(args.save_strategy == IntervalStrategy::kSteps && args.save_steps == 0);
-  if (s.saves) prepare_output_dir(args.output_dir, s.leader, *s.comm);
+  if (s.saves) s.prepare_output_dir(args);
   s.log = std::make_unique<trainer::RunLog>(args, c,
                                            trainer::RunLogOptions{.leader = s.is_rank0(),
                                                                   .max_steps = s.state.max_steps,

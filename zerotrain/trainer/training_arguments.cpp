@@ -45,6 +45,8 @@ void check(const TrainingArguments& a) {
        detail::str("--dataloader_num_workers ", a.dataloader_num_workers, ": give 0 (load in the training thread) to 64"));
   need(a.early_stopping_patience >= 0,
        detail::str("--early_stopping_patience ", a.early_stopping_patience, ": must be at least 0 (0: off)"));
+  need(std::isfinite(a.early_stopping_threshold) && a.early_stopping_threshold >= 0,
+       detail::str("--early_stopping_threshold ", a.early_stopping_threshold, ": must be a finite number, at least 0"));
   need(a.early_stopping_patience == 0 || a.eval_strategy != IntervalStrategy::kNo,
        "--early_stopping_patience needs evaluations: give --eval_strategy steps or epoch");
   need(!(a.bf16 && a.fp16), "--bf16 and --fp16: give one of them");
@@ -65,6 +67,12 @@ void check(const TrainingArguments& a) {
     }
     throw UsageError(text);
   }
+  // The arguments that fill config keys (the batch sizes, the optimizer's, the warmup, the
+  // seed) are checked as those keys are in a ds_config, by the config's reader: a zero
+  // --per_device_train_batch_size is refused as "train_micro_batch_size_per_gpu": 0 is.
+  // Before the Trainer plans the run's length from them, so no division sees a zero.
+  // (World size 1 and one step: the real ones are checked as the Trainer resolves the config.)
+  config::check_trainer_args(to_trainer_args(a, 1, std::nullopt, 1));
 }
 
 config::TrainerArgs to_trainer_args(const TrainingArguments& a, int64_t world_size, std::optional<int64_t> hidden_size,
