@@ -13,7 +13,11 @@
 #include <vector>
 
 #include "tools/commands.h"
+#include "tools/standard_descriptors.h"
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/output_file.h"
+
+ZEROTRAIN_OPEN_STANDARD_DESCRIPTORS_FIRST;
 
 int main(int argc, char** argv) {
   namespace zt = zerotrain::tools;
@@ -25,14 +29,20 @@ int main(int argc, char** argv) {
     for (const auto& command : commands) {
       if (!command.app->parsed()) continue;
       const int rc = command.run();
-      std::cout.flush();
-      ZT_CHECK(std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good(), zerotrain::IoError,
-               "cannot write the standard output: ", std::strerror(errno));
+      zerotrain::files::check_standard_output();
       return rc;
     }
     return 2;
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    if (app.exit(e) != 0) return 2;
+    // --help: its text is the command's output, checked like any command's.
+    try {
+      zerotrain::files::check_standard_output();
+      return 0;
+    } catch (const zerotrain::Error& io) {
+      std::fprintf(stderr, "zerotrain-checkpoint: %s\n", io.what());
+      return io.exit_code();
+    }
   } catch (const zerotrain::Error& e) {
     std::fprintf(stderr, "zerotrain-checkpoint: %s\n", e.what());
     return e.exit_code();

@@ -8,11 +8,17 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <sstream>
 #include <vector>
 
 #include "tools/commands.h"
+#include "tools/standard_descriptors.h"
 #include "tools/typed_errors.h"
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/escape.h"
+#include "zerotrain/core/output_file.h"
+
+ZEROTRAIN_OPEN_STANDARD_DESCRIPTORS_FIRST;
 
 int main(int argc, char** argv) {
   namespace zt = zerotrain::tools;
@@ -33,19 +39,27 @@ int main(int argc, char** argv) {
     for (const auto& command : commands) {
       if (command.app->parsed()) {
         const int rc = command.run();
-        // Output that could not be written (a full disk, a closed pipe) is a failure, not
-        // a success that printed nothing.
-        std::cout.flush();
-        ZT_CHECK(std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good(), zerotrain::IoError,
-                 "cannot write the standard output: ", std::strerror(errno));
+        zerotrain::files::check_standard_output();
         return rc;
       }
     }
     std::cout << app.help();
     return 2;
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    // CLI11's messages quote the command line: escaped like every zerotrain error's.
+    std::ostringstream help, problem;
+    const int parse_rc = app.exit(e, help, problem);
+    std::cout << help.str();
+    std::cerr << zerotrain::strings::escape_for_display(problem.str());
+    if (parse_rc != 0) return 2;
+    // --help and --version: their text is the command's output, checked like any command's.
+    try {
+      zerotrain::files::check_standard_output();
+      return 0;
+    } catch (const zerotrain::Error& io) {
+      std::fprintf(stderr, "zerotrain: %s\n", io.what());
+      return io.exit_code();
+    }
   } catch (const zerotrain::Error& e) {
     std::fprintf(stderr, "zerotrain: %s\n", e.what());
     return e.exit_code();

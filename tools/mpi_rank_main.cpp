@@ -19,8 +19,11 @@
 
 #include "tools/launch/plan.h"
 #include "tools/launch/reaper.h"
+#include "tools/standard_descriptors.h"
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"
+
+ZEROTRAIN_OPEN_STANDARD_DESCRIPTORS_FIRST;
 
 namespace {
 

@@ -12,8 +12,10 @@ def main(argv=None):
     import os
     args = sys.argv[1:] if argv is None else list(argv)
     command = command_path()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    # None when the descriptor is closed: `zerotrain launch` then runs as with /dev/null there.
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
     os.execv(command, [command, "launch", *args])
 
 

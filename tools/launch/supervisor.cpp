@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -19,6 +20,7 @@
 
 #include "tools/launch/rank_report.h"
 #include "tools/launch/reaper.h"
+#include "tools/standard_descriptors.h"
 #include "zerotrain/core/error.h"
 
 extern char** environ;
@@ -28,7 +30,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Signals to the launcher arrive through this pipe so that poll() wakes up on them.
+// Signals to the launcher arrive through this pipe so that poll() wakes up on them. Only
+// on_signal() writes to it, one byte per signal, its number: the pipe is close-on-exec, above
+// descriptor 2 (open_standard_descriptors()), and a rank runs none of our handlers (start()).
+constexpr int kHandledSignals[] = {SIGINT, SIGTERM, SIGHUP};
 int g_signal_pipe[2] = {-1, -1};
 void on_signal(int signo) {
   const int saved_errno = errno;
@@ -92,12 +97,44 @@ int64_t wall_clock_ns() {
   return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
 }
 
-void write_all(int fd, std::string_view text) {
+// Returns 0, or the errno of the write that failed. A descriptor another process made
+// non-blocking (a shared pipe) is waited for, as a blocking one would be.
+int write_all(int fd, std::string_view text) {
   while (!text.empty()) {
     const ssize_t n = ::write(fd, text.data(), text.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
+    if (n < 0 && errno == EAGAIN) {
+      pollfd writable{fd, POLLOUT, 0};
+      ::poll(&writable, 1, -1);
+      continue;
+    }
+    if (n <= 0) return n < 0 ? errno : EIO;
     text.remove_prefix(static_cast<size_t>(n));
+  }
+  return 0;
+}
+
+// The console: the launcher's standard output and error, where the ranks' lines are shown.
+// One that cannot be written (a full disk, a reader that went away) is given up at its first
+// failure, which is said on stderr; the job goes on (its ranks are not stopped for it), and
+// if it succeeds, the launcher exits with IoError's code: its output was not all shown.
+struct Console {
+  int lost_errno[3] = {0, 0, 0};   // by descriptor: [1] stdout, [2] stderr
+  bool logs = false;               // --log_dir keeps every line
+  bool lost() const { return lost_errno[STDOUT_FILENO] != 0 || lost_errno[STDERR_FILENO] != 0; }
+};
+Console g_console;
+
+void show(bool is_stderr, std::string_view text) {
+  const int fd = is_stderr ? STDERR_FILENO : STDOUT_FILENO;
+  if (g_console.lost_errno[fd] != 0) return;
+  const int error = write_all(fd, text);
+  if (error == 0) return;
+  g_console.lost_errno[fd] = error;
+  if (fd == STDOUT_FILENO) {
+    write_all(STDERR_FILENO, detail::str("zerotrain launch: cannot write the standard output: ", std::strerror(error),
+                                         "; the ranks' output to it is not shown from here on",
+                                         g_console.logs ? " (--log_dir has all of it)\n" : "\n"));
   }
 }
 
@@ -136,7 +173,7 @@ void route_mpirun_line(Child& child, const std::string& line, bool is_stderr, in
   write_log(child, line + "\n");
   std::string_view text;
   if (auto rank = parse_rank_prefix(line, &text)) {
-    write_all(is_stderr ? STDERR_FILENO : STDOUT_FILENO, line + "\n");
+    show(is_stderr, line + "\n");
     keep_tail(child.rank_tails[*rank], text, tail_lines);
     return;
   }
@@ -145,7 +182,7 @@ void route_mpirun_line(Child& child, const std::string& line, bool is_stderr, in
 }
 
 void show_held_lines(Child& child) {
-  for (const auto& held : child.held) write_all(held.is_stderr ? STDERR_FILENO : STDOUT_FILENO, held.text + "\n");
+  for (const auto& held : child.held) show(held.is_stderr, held.text + "\n");
   child.held.clear();
 }
 
@@ -153,7 +190,7 @@ void emit_line(Child& child, std::string line, bool is_stderr, int tail_lines) {
   if (!line.empty() && line.back() == '\r') line.pop_back();   // ssh -tt ends lines with \r\n
   if (child.spec->ranks_inside > 0) return route_mpirun_line(child, line, is_stderr, tail_lines);
   const std::string shown = child.spec->prefix_output ? "[" + child.spec->label + "] " + line + "\n" : line + "\n";
-  write_all(is_stderr ? STDERR_FILENO : STDOUT_FILENO, shown);
+  show(is_stderr, shown);
   write_log(child, line + "\n");
   keep_tail(child.tail, line, tail_lines);
 }
@@ -203,16 +240,30 @@ void open_log(Child& child, const SupervisorOptions& options) {
 }
 
 void start(Child& child) {
-  int out[2], err[2];
-  ZT_CHECK(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, IoError, "pipe: ", std::strerror(errno));
+  // Ranks never read the terminal: in their own process group a read or a tcsetattr
+  // would stop them (SIGTTIN/SIGTTOU) and the job would hang.
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ZT_CHECK(null_fd >= 0, IoError, "cannot open /dev/null for the standard input of ", child.spec->label, ": ",
+           std::strerror(errno));
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    const int pipe_errno = errno;
+    for (int fd : {out[0], out[1], null_fd}) ::close(fd);
+    throw IoError(detail::str("pipe: ", std::strerror(pipe_errno)));
+  }
+  // The dup2()s below rely on it: none of these is one of the numbers they give the rank.
+  for (int fd : {null_fd, out[0], out[1], err[0], err[1]}) {
+    ZT_INTERNAL_ASSERT(fd > STDERR_FILENO, "descriptor ", fd, " of a rank's standard streams is below 3");
+  }
   std::vector<std::string> env_strings = build_environment(*child.spec);
   std::vector<char*> argv, envp;
   for (const auto& a : child.spec->argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
-  const std::string exec_failed = "cannot run " + child.spec->argv[0] + ": ";   // built before fork
-  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  // Built before fork: the child allocates nothing.
+  const std::string exec_failed = "cannot run " + child.spec->argv[0] + ": ";
+  const std::string setup_failed = exec_failed + "its standard streams could not be set up\n";
   const pid_t parent = ::getpid();
   // Signals stay blocked in the child until it has dropped the launcher's handlers: a
   // SIGTERM meant for the rank (the job stopping while it starts) must not run on_signal,
@@ -238,11 +289,11 @@ void start(Child& child) {
     // If the launcher dies without cleaning up (SIGKILL), the rank dies with it.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(1);
-    // Ranks never read the terminal: in their own process group a read or a tcsetattr
-    // would stop them (SIGTTIN/SIGTTOU) and the job would hang.
-    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
-    ::dup2(out[1], STDOUT_FILENO);
-    ::dup2(err[1], STDERR_FILENO);
+    if (::dup2(null_fd, STDIN_FILENO) < 0 || ::dup2(out[1], STDOUT_FILENO) < 0 ||
+        ::dup2(err[1], STDERR_FILENO) < 0) {
+      write_all(err[1], setup_failed);
+      ::_exit(127);
+    }
     ::execvpe(argv[0], argv.data(), envp.data());
     const char* reason = std::strerror(errno);
     write_all(STDERR_FILENO, exec_failed);
@@ -250,7 +301,7 @@ void start(Child& child) {
     write_all(STDERR_FILENO, "\n");
     ::_exit(127);
   }
-  if (null_fd >= 0) ::close(null_fd);
+  ::close(null_fd);
   ::setpgid(pid, pid);   // also here, so the group exists before we might signal it
   ::close(out[1]);
   ::close(err[1]);
@@ -285,14 +336,20 @@ class SignalGuard {
  public:
   SignalGuard() {
     ZT_CHECK(::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) == 0, IoError, "pipe: ", std::strerror(errno));
+    const bool above_standard = g_signal_pipe[0] > STDERR_FILENO && g_signal_pipe[1] > STDERR_FILENO;
+    if (!above_standard) {
+      ::close(g_signal_pipe[0]);
+      ::close(g_signal_pipe[1]);
+    }
+    ZT_INTERNAL_ASSERT(above_standard, "the launcher's signal pipe took a standard descriptor");
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    for (int signo : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(signo, &sa, &saved_[signo]);
+    for (int signo : kHandledSignals) ::sigaction(signo, &sa, &saved_[signo]);
     ::signal(SIGPIPE, SIG_IGN);
   }
   ~SignalGuard() {
-    for (int signo : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(signo, &saved_[signo], nullptr);
+    for (int signo : kHandledSignals) ::sigaction(signo, &saved_[signo], nullptr);
     ::close(g_signal_pipe[0]);
     ::close(g_signal_pipe[1]);
   }
@@ -358,6 +415,11 @@ int report_first_rank(const Child& mpirun, const SupervisorOptions& options) {
 }  // namespace
 
 int supervise(const SupervisorOptions& options) {
+  // The entry points did this before anything else ran; a caller that is not one of them
+  // (a test) gets the same guarantee.
+  tools::open_standard_descriptors();
+  g_console = {};
+  g_console.logs = options.log_dir.has_value();
   RemoveFiles remove_at_exit{options.temporary_files};
   ZT_CHECK(!options.children.empty(), UsageError, "nothing to launch");
   reserve_descriptors_for(options);
@@ -405,6 +467,10 @@ int supervise(const SupervisorOptions& options) {
       if (fds[0].revents & POLLIN) {
         unsigned char signo = 0;
         while (::read(g_signal_pipe[0], &signo, 1) == 1) {
+          ZT_INTERNAL_ASSERT(std::find(std::begin(kHandledSignals), std::end(kHandledSignals), signo) !=
+                                 std::end(kHandledSignals),
+                             "the launcher's signal pipe carried byte ", static_cast<int>(signo),
+                             ", which is not a signal it handles");
           if (!launcher_signal) {
             launcher_signal = signo;
             if (options.announce_signals) {
@@ -498,6 +564,11 @@ int supervise(const SupervisorOptions& options) {
   if (failed < 0 && logs_lost) {
     // Every rank succeeded, but not all their output reached --log_dir: not a clean success.
     write_all(STDERR_FILENO, "zerotrain launch: the job succeeded, but its logs are incomplete (see above)\n");
+    return IoError("").exit_code();
+  }
+  if (failed < 0 && g_console.lost()) {
+    // The same for the console: the user did not see all of it.
+    write_all(STDERR_FILENO, "zerotrain launch: the job succeeded, but its output could not all be shown (see above)\n");
     return IoError("").exit_code();
   }
   if (failed < 0) return 0;
