@@ -6,7 +6,9 @@
 #include "zerotrain/checkpoint/consolidate.h"
 #include "zerotrain/checkpoint/locate.h"
 #include "zerotrain/checkpoint/reader.h"
+#include "zerotrain/comm/job_token.h"
 #include "zerotrain/comm/rendezvous.h"
+#include "zerotrain/comm/store_listener.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/engine/checkpoint_common.h"
 #include "zerotrain/estimate/deepspeed_estimator.h"
@@ -57,6 +59,16 @@ void bind_tools(py::module_& m) {
     d["master_port"] = r.master_port;
     return d;
   }, "Where this process is in its job, read from the launcher's environment as the engine reads it.");
+  // torch.distributed's store made as the engine makes its own (zerotrain/comm/store.h).
+  m.def("listen_for_store", [](const std::string& host, int port, bool spans_hosts) {
+    const auto listener = comm::detail::listen_for_store(host, port, spans_hosts);
+    return py::make_tuple(listener.fd, listener.port);
+  }, "A socket listening on MASTER_ADDR's address only, for TCPStore(master_listen_fd=...): (fd, port).");
+  m.def("check_job_token", [](const py::object& store, int rank, double timeout_s) {
+    auto held = store.cast<c10::intrusive_ptr<c10d::Store>>();
+    py::gil_scoped_release no_gil;
+    comm::detail::check_job_token(*held, rank, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+  }, "Raises CommError when the store belongs to another job (ZEROTRAIN_JOB_TOKEN).");
   m.def("zero2_report", [](double total_params, int64_t gpus_per_node, int64_t nodes, double buffer_factor) {
     return estimate::zero2_report(total_params, {gpus_per_node, nodes, buffer_factor});
   });

@@ -9,6 +9,8 @@
 //   mismatch  all-reduces 17 elements where the others all-reduce 16 (run it with
 //             ZEROTRAIN_COMM_DEBUG=1: every rank must fail with a fingerprint mismatch)
 //   late      sleeps before joining the world (the others time out at start-up)
+//   slow      sleeps 3 s before joining the world, and every rank 3 s after it, then behaves
+//             (a job that holds its rendezvous store, then its links, open for a while)
 //   ok        behaves
 #include <ATen/ATen.h>
 
@@ -24,7 +26,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: fault_rank exit|kill|stuck|stubborn|mismatch|late|ok VICTIM" << std::endl;
+    std::cerr << "usage: fault_rank exit|kill|stuck|stubborn|mismatch|late|slow|ok VICTIM" << std::endl;
     return 2;
   }
   const std::string mode = argv[1];
@@ -34,10 +36,13 @@ int main(int argc, char** argv) {
       std::cout << "rank " << victim << " is stuck" << std::endl;
       while (true) ::pause();
     }
+    const bool slow = mode == "slow";
+    if (slow && zerotrain::comm::rendezvous_from_env().rank == victim) ::sleep(3);
     auto c = zerotrain::comm::Communicator::init();
     auto t = at::ones({16});
     c.all_reduce(t).wait();
     std::cout << "rank " << c.rank() << " joined" << std::endl;
+    if (slow) ::sleep(3);
     if (c.rank() == victim) {
       if (mode == "exit") return 3;
       if (mode == "kill") ::raise(SIGKILL);

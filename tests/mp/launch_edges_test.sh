@@ -158,7 +158,7 @@ if [ "$BACKEND" = mpi ]; then
 #!/usr/bin/env bash
 np=1
 while [ $# -gt 0 ]; do
-  case $1 in -np) np=$2; shift 2 ;; -x | --bind-to | --hostfile) shift 2 ;; -*) shift ;; *) break ;; esac
+  case $1 in -np) np=$2; shift 2 ;; -x | --bind-to | --hostfile) shift 2 ;; --mca) shift 3 ;; -*) shift ;; *) break ;; esac
 done
 for ((r = 0; r < np; r++)); do OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$np "$@" & done
 wait

@@ -37,10 +37,16 @@ def main():
     loss = engine(*models.micro_batch(x, y, 0, world, 1, 2, rank, 0))
     engine.backward(loss)
     engine.step()
+    # Where the rendezvous store listens (tests/mp/listening_sockets.py: "ADDRESS PORT - REACH").
+    import subprocess
+    sockets = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mp", "listening_sockets.py")
+    store = subprocess.run([sys.executable, sockets, "--port", os.environ["MASTER_PORT"]], capture_output=True,
+                           text=True, check=True).stdout.split("\n")
     with open(f"{args.out}.rank{rank}.json", "w") as f:
         json.dump({"rank": rank, "sum": t.item(), "steps": engine.global_steps,
                    "norm": engine.get_global_grad_norm(),
-                   "backend": engine._engine.backend(), "module": deepspeed.__file__}, f)
+                   "backend": engine._engine.backend(), "module": deepspeed.__file__,
+                   "store_listens": [line for line in store if line]}, f)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,16 @@ def test_under_torchrun(tmp_path):
                os.path.join(HERE, "dist_worker.py"), "--out", f"{tmp_path}/result"], tmp_path))
 
 
+def test_initialize_under_zerotrain_launch(tmp_path):
+    """initialize() initialises torch.distributed itself: its store listens on MASTER_ADDR's
+    address (127.0.0.1) only, where env:// would listen on every interface."""
+    results = run([sys.executable, "-m", "zerotrain.launcher", "--nproc_per_node", "2", "--", sys.executable,
+                   os.path.join(HERE, "dist_worker.py"), "--out", f"{tmp_path}/result"], tmp_path)
+    check(results)
+    listens = results[0]["store_listens"]
+    assert listens and all(line.endswith(" loopback") for line in listens), listens
+
+
 def test_torch_distributed_initialised_by_the_script(tmp_path):
     check(run([sys.executable, "-m", "zerotrain.launcher", "--nproc_per_node", "2", "--", sys.executable,
                os.path.join(HERE, "dist_worker.py"), "--torch_first", "--out", f"{tmp_path}/result"], tmp_path))

@@ -2,7 +2,11 @@
 // tests/unit/launcher/test_run.py), with our messages.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "tools/launch/hostfile.h"
@@ -181,6 +185,100 @@ TEST(Plan, MpiRunsOneMpirunWithAWrapperPerRank) {
   o.node_rank = 0;
   o.master_addr = "10.0.0.1";
   EXPECT_NE(error_of([&] { zl::plan_launch(o); }).find("list the nodes in --hostfile"), std::string::npos);
+}
+
+// What follows "--mca NAME" in an mpirun command line, or "<unset>".
+std::string mca_of(const std::vector<std::string>& argv, const std::string& name) {
+  for (size_t i = 0; i + 2 < argv.size(); ++i) {
+    if (argv[i] == "--mca" && argv[i + 1] == name) return argv[i + 2];
+  }
+  return "<unset>";
+}
+
+std::string env_of(const zl::ChildSpec& child, const std::string& key) {
+  for (const auto& [k, v] : child.env) {
+    if (k == key) return v;
+  }
+  return "<unset>";
+}
+
+// On one host MPI's traffic stays inside it: no TCP transport (OpenMPI's listens on every
+// interface whatever its if_include says), loopback for what the user brings back; a job
+// across hosts keeps OpenMPI's defaults, and so does a setting the user made.
+TEST(Plan, MpiOnOneHostKeepsItsTrafficOnLoopback) {
+  ::unsetenv("OMPI_MCA_btl");
+  ::unsetenv("OMPI_MCA_oob_tcp_if_exclude");
+  zl::LaunchOptions o;
+  o.nproc_per_node = 2;
+  o.backend = "mpi";
+  o.command = {"./train"};
+  auto argv = zl::plan_launch(o).children.at(0).argv;
+  EXPECT_EQ(mca_of(argv, "pml"), "ob1");
+  EXPECT_EQ(mca_of(argv, "btl"), "self,vader");
+  EXPECT_EQ(mca_of(argv, "btl_tcp_if_include"), "lo");
+  EXPECT_EQ(mca_of(argv, "oob_tcp_if_include"), "lo");
+
+  ::setenv("OMPI_MCA_btl", "self,tcp", 1);
+  ::setenv("OMPI_MCA_oob_tcp_if_exclude", "eth1", 1);
+  argv = zl::plan_launch(o).children.at(0).argv;
+  ::unsetenv("OMPI_MCA_btl");
+  ::unsetenv("OMPI_MCA_oob_tcp_if_exclude");
+  EXPECT_EQ(mca_of(argv, "btl"), "<unset>");
+  EXPECT_EQ(mca_of(argv, "oob_tcp_if_include"), "<unset>");   // exclusive with the user's exclude
+  EXPECT_EQ(mca_of(argv, "btl_tcp_if_include"), "lo");
+
+  const auto hostfile = std::filesystem::temp_directory_path() / ("zt-hostfile-test-" + std::to_string(::getpid()));
+  { std::ofstream(hostfile) << "worker-0 slots=2\nworker-1 slots=2\n"; }
+  o.hostfile = hostfile.string();
+  o.no_ssh_check = true;
+  o.master_addr = "10.0.0.1";
+  const auto plan = zl::plan_launch(o);
+  std::filesystem::remove(hostfile);
+  for (const auto& path : plan.temporary_files) std::filesystem::remove(path);
+  argv = plan.children.at(0).argv;
+  for (const char* name : {"pml", "btl", "btl_tcp_if_include", "oob_tcp_if_include"}) {
+    EXPECT_EQ(mca_of(argv, name), "<unset>") << name;
+  }
+}
+
+// Every rank of one launch gets the same random ZEROTRAIN_JOB_TOKEN (zerotrain/comm/job_token.h);
+// another launch another one; one node of a job started node by node none, unless the user
+// gives one (then that one).
+TEST(Plan, TheRanksOfOneLaunchShareAJobToken) {
+  ::unsetenv("ZEROTRAIN_JOB_TOKEN");
+  zl::LaunchOptions o;
+  o.nproc_per_node = 3;
+  o.backend = "gloo";
+  o.command = {"./train"};
+  const auto first = zl::plan_launch(o);
+  const std::string token = env_of(first.children.at(0), "ZEROTRAIN_JOB_TOKEN");
+  ASSERT_EQ(token.size(), 32u) << token;
+  EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos) << token;
+  for (const auto& child : first.children) EXPECT_EQ(env_of(child, "ZEROTRAIN_JOB_TOKEN"), token);
+  if (!std::getenv("NCCL_SOCKET_IFNAME")) {   // and NCCL's sockets on loopback: the job is on this host
+    EXPECT_EQ(env_of(first.children.at(0), "NCCL_SOCKET_IFNAME"), "lo");
+  }
+  EXPECT_NE(env_of(zl::plan_launch(o).children.at(0), "ZEROTRAIN_JOB_TOKEN"), token);
+
+  o.backend = "mpi";
+  const auto mpirun = zl::plan_launch(o).children.at(0);
+  EXPECT_EQ(env_of(mpirun, "ZEROTRAIN_JOB_TOKEN").size(), 32u);
+  const auto x = std::find(mpirun.argv.begin(), mpirun.argv.end(), "ZEROTRAIN_JOB_TOKEN");
+  ASSERT_NE(x, mpirun.argv.begin());
+  ASSERT_NE(x, mpirun.argv.end());
+  EXPECT_EQ(*(x - 1), "-x");
+
+  o.backend = "gloo";
+  o.nnodes = 2;
+  o.node_rank = 1;
+  o.master_addr = "10.0.0.1";
+  const auto one_node_of_two = zl::plan_launch(o);
+  EXPECT_EQ(env_of(one_node_of_two.children.at(0), "ZEROTRAIN_JOB_TOKEN"), "<unset>");
+  EXPECT_EQ(env_of(one_node_of_two.children.at(0), "NCCL_SOCKET_IFNAME"), "<unset>");
+  ::setenv("ZEROTRAIN_JOB_TOKEN", "given-on-every-node", 1);
+  const auto given = zl::plan_launch(o);
+  ::unsetenv("ZEROTRAIN_JOB_TOKEN");
+  EXPECT_EQ(env_of(given.children.at(0), "ZEROTRAIN_JOB_TOKEN"), "given-on-every-node");
 }
 
 TEST(Plan, PerNodeModeNeverUsesMpirun) {

@@ -1,19 +1,25 @@
 #include "tools/launch/plan.h"
 
+#include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <sstream>
 
 #include "tools/launch/hostfile.h"
 #include "tools/launch/reaper.h"
 #include "zerotrain/comm/types.h"
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/text_file.h"
 
 extern char** environ;
 
@@ -52,7 +58,59 @@ Env comm_env(const LaunchOptions& o) {
   }
   // Whole seconds, rounded up: a timeout the user gave never becomes 0 (no timeout) on the way.
   if (o.timeout_s > 0) env.emplace_back("ZEROTRAIN_COMM_TIMEOUT_S", str(static_cast<int64_t>(std::ceil(o.timeout_s))));
+  if (!o.job_token.empty()) env.emplace_back("ZEROTRAIN_JOB_TOKEN", o.job_token);
   return env;
+}
+
+// 128 random bits, in hex: the ranks of one job present it to each other at the rendezvous
+// (zerotrain/comm/job_token.h), so that a rank of another job given the same port stops there.
+std::string random_job_token() {
+  unsigned char bits[16];
+  ZT_CHECK(::getrandom(bits, sizeof(bits), 0) == static_cast<ssize_t>(sizeof(bits)), IoError,
+           "cannot read random bytes for the job token (getrandom): ", std::strerror(errno));
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bits) token += {kHex[b >> 4], kHex[b & 15]};
+  return token;
+}
+
+// The job's token: the user's or a parent launcher's (ZEROTRAIN_JOB_TOKEN), else a new one
+// where this launcher starts every rank of the job. One node of a job started node by node
+// (--nnodes without a hostfile) cannot agree on one with the others: none.
+std::string job_token_of(const LaunchOptions& o) {
+  if (!o.job_token.empty()) return o.job_token;
+  if (auto given = env::get("ZEROTRAIN_JOB_TOKEN"); given && !given->empty()) return *given;
+  const bool one_node_of_many = (o.hostfile.empty() && o.nnodes > 1) || o.world_size > 0;
+  return one_node_of_many ? "" : random_job_token();
+}
+
+// Every rank on this host: NCCL's sockets (its bootstrap, its socket transport) on loopback.
+// NCCL would otherwise pick a network interface (it prefers any to lo) and listen there.
+// Gloo needs nothing: it listens on the interface that routes to MASTER_ADDR, 127.0.0.1.
+void add_single_host_env(Env& env) {
+  if (!env::get("NCCL_SOCKET_IFNAME")) env.emplace_back("NCCL_SOCKET_IFNAME", "lo");
+}
+
+// mpirun's settings for a job on this host only: MPI's traffic stays inside the host.
+// OpenMPI's TCP transport listens on every interface whatever its if_include says (measured
+// with 4.1), so on one host it is left out: shared memory (vader, "sm" in OpenMPI 5, which
+// takes the old name too) and self carry everything, under ob1, the pml that uses that list
+// (ucx and cm bring transports of their own). The if_include settings keep the TCP transport
+// and mpirun's out-of-band channel on loopback where the user brings TCP back. A setting the
+// user made in the environment (OMPI_MCA_<name>, or the exclude list that excludes an
+// include list) is theirs.
+std::vector<std::string> single_host_mca_args() {
+  const std::pair<const char*, const char*> settings[] = {
+      {"pml", "ob1"}, {"btl", "self,vader"}, {"btl_tcp_if_include", "lo"}, {"oob_tcp_if_include", "lo"}};
+  auto user_set = [](const std::string& name) { return env::get(("OMPI_MCA_" + name).c_str()).has_value(); };
+  std::vector<std::string> args;
+  for (const auto& [name, value] : settings) {
+    std::string exclude = name;
+    if (exclude.ends_with("_if_include")) exclude.replace(exclude.size() - 7, 7, "exclude");
+    if (user_set(name) || user_set(exclude)) continue;
+    args.insert(args.end(), {"--mca", name, value});
+  }
+  return args;
 }
 
 struct NodeLayout {
@@ -71,6 +129,7 @@ void add_rank_children(SupervisorOptions& plan, const LaunchOptions& o, const No
   for (int local = 0; local < node.nproc; ++local) {
     const int rank = node.rank_offset + local;
     ChildSpec child{str("rank ", rank), str("rank", rank, ".log"), o.command, comm_env(o)};
+    if (node.nnodes == 1 && node.world_size == node.nproc) add_single_host_env(child.env);
     // torchrun's names, and DeepSpeed's launcher's (LOCAL_SIZE, CROSS_RANK, CROSS_SIZE).
     Env rendezvous = {{"RANK", str(rank)},
                       {"WORLD_SIZE", str(node.world_size)},
@@ -189,9 +248,14 @@ Env exported_env() {
   }
   const std::string name = env::get("DS_ENV_FILE").value_or(".deepspeed_env");
   for (const std::string& dir : {std::string("."), env::get("HOME").value_or("")}) {
-    std::ifstream in(std::filesystem::path(dir) / name);
-    if (!in) continue;
-    for (std::string line; std::getline(in, line);) {
+    const std::filesystem::path path = std::filesystem::path(dir) / name;
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) continue;   // the first that exists is used, as DeepSpeed does
+    const files::TextFile file = files::read_text_file(path, {.what = "file of KEY=VALUE lines"});
+    ZT_CHECK(file.text, IoError, "cannot read ", path.string(), " (the environment for the other nodes): ",
+             file.problem);
+    std::istringstream lines(*file.text);
+    for (std::string line; std::getline(lines, line);) {
       const size_t eq = line.find('=');
       if (eq != std::string::npos && line[0] != '#') env.emplace_back(line.substr(0, eq), line.substr(eq + 1));
     }
@@ -230,6 +294,7 @@ void add_hostfile_children(SupervisorOptions& plan, const LaunchOptions& o, cons
       remote.insert(remote.end(), o.command.begin(), o.command.end());
       std::string script = "cd " + shell_quote(cwd) + " && exec env";
       for (const auto& [key, value] : exported_env()) script += " " + shell_quote(key + "=" + value);
+      if (!o.job_token.empty()) script += " " + shell_quote("ZEROTRAIN_JOB_TOKEN=" + o.job_token);
       script += " " + join_quoted(remote);
       auto argv = ssh_prefix(o, h.host);
       // A terminal on the remote side makes it get SIGHUP when this ssh is killed, so its
@@ -270,7 +335,15 @@ void add_mpirun_child(SupervisorOptions& plan, const LaunchOptions& o, const Wor
   // More ranks than cores is normal on small machines and in tests; binding would pile
   // them onto the same core.
   argv.insert(argv.end(), {"--oversubscribe", "--bind-to", "none"});
+  const bool one_host = world == nullptr || std::all_of(world->begin(), world->end(), [](const HostSlots& h) {
+                          return is_local_host(h.host);
+                        });
+  if (one_host) {
+    const auto mca = single_host_mca_args();
+    argv.insert(argv.end(), mca.begin(), mca.end());
+  }
   Env env = comm_env(o);
+  if (one_host) add_single_host_env(env);
   // A program that asks for gloo under mpirun finds its master here.
   if (world == nullptr) {
     env.emplace_back("MASTER_ADDR", o.master_addr.empty() ? "127.0.0.1" : o.master_addr);
@@ -331,7 +404,8 @@ std::string shell_quote(const std::string& text) {
   return quoted + "'";
 }
 
-SupervisorOptions plan_launch(const LaunchOptions& o) {
+SupervisorOptions plan_launch(const LaunchOptions& options) {
+  LaunchOptions o = options;
   ZT_CHECK(!o.command.empty(), UsageError,
            "no program to launch; put it after the options, e.g. zerotrain launch --nproc_per_node 2 -- ./train args");
   SupervisorOptions plan;
@@ -355,6 +429,7 @@ SupervisorOptions plan_launch(const LaunchOptions& o) {
     plan.report_rank_to_launcher = rank;
     return plan;
   }
+  o.job_token = job_token_of(o);
   const bool mpi = uses_mpirun(o);
   if (!o.hostfile.empty() || !o.include.empty() || !o.exclude.empty()) {
     ZT_CHECK(!o.hostfile.empty(), UsageError, "--include/--exclude select hosts of a --hostfile; give one");

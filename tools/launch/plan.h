@@ -27,6 +27,10 @@ struct LaunchOptions {
   int rank_offset = -1;      // set by the hostfile mode for each node it starts over ssh
   int world_size = -1;
   bool mpi_rank_wrapper = false;   // one rank under mpirun (tools/mpi_rank_main.cpp)
+  // Exported to every rank as ZEROTRAIN_JOB_TOKEN (zerotrain/comm/job_token.h). Empty: the one
+  // in the environment, else a new random one where this launcher starts the whole job (not
+  // one node of --nnodes), else none.
+  std::string job_token;
   std::vector<std::string> command;
 };
 

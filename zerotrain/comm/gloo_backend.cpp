@@ -21,7 +21,7 @@ class GlooBackend final : public C10dBackend<c10d::ProcessGroupGloo> {
              "the gloo backend needs MASTER_ADDR and MASTER_PORT to meet the other ranks (the ", to_string(where.source),
              " environment did not set them); under mpirun pass -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=<port>, "
              "or use the mpi backend");
-    store_ = connect_store({where.master_addr, where.master_port}, rank_, world_size_, options.timeout);
+    store_ = connect_store(master_store_address(where), rank_, world_size_, options.timeout);
     // Gloo's own connect timeout would not say who is missing.
     wait_for_ranks(*store_, rank_, world_size_, options.timeout, "the gloo backend");
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);

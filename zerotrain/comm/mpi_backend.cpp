@@ -129,7 +129,7 @@ class MpiBackend final : public Backend {
     // master address (zerotrain launch always does), meet there first, with one.
     c10::intrusive_ptr<c10d::Store> store;
     if (!where.master_addr.empty() && where.master_port > 0) {
-      store = connect_store({where.master_addr, where.master_port}, where.rank, where.world_size, options.timeout);
+      store = connect_store(master_store_address(where), where.rank, where.world_size, options.timeout);
       wait_for_ranks(*store, where.rank, where.world_size, options.timeout, "the mpi backend");
     }
     int initialized = 0;
@@ -146,16 +146,16 @@ class MpiBackend final : public Backend {
     MPI_Comm_size(comm_, &world_size_);
     ZT_CHECK(world_size_ == where.world_size, ConfigError, "MPI reports a world of ", world_size_,
              " but the environment says ", where.world_size, "; start the job with mpirun -np ", where.world_size);
-    if (!store) store = store_over_mpi(options);
+    if (!store) store = store_over_mpi(options, where.local_world_size < where.world_size);
     board_ = make_store_board(store, rank_, world_size_);
   }
 
   // Plain mpirun, no master address: rank 0 serves the progress store on a free port and
-  // tells the others where it is over MPI itself.
-  c10::intrusive_ptr<c10d::Store> store_over_mpi(const CommOptions& options) {
-    char self[256] = {};
-    gethostname(self, sizeof(self) - 1);
-    StoreAddress address{self, 0};
+  // tells the others where it is over MPI itself; on loopback when every rank is on its host.
+  c10::intrusive_ptr<c10d::Store> store_over_mpi(const CommOptions& options, bool spans_hosts) {
+    char self[256] = "127.0.0.1";
+    if (spans_hosts) gethostname(self, sizeof(self) - 1);
+    StoreAddress address{self, 0, spans_hosts};
     c10::intrusive_ptr<c10d::Store> store;
     if (rank_ == 0) {
       store = connect_store(address, 0, world_size_, options.timeout);

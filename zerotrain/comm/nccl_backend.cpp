@@ -90,7 +90,7 @@ class NcclBackend final : public Backend {
       ZT_CHECK(!where.master_addr.empty() && where.master_port > 0, ConfigError,
                "the nccl backend needs MASTER_ADDR and MASTER_PORT to meet the other ranks (the ",
                to_string(where.source), " environment did not set them); `zerotrain launch` and torchrun set both");
-      store_ = connect_store({where.master_addr, where.master_port}, rank_, world_size_, options.timeout);
+      store_ = connect_store(master_store_address(where), rank_, world_size_, options.timeout);
       // NCCL's own connection has no timeout that would say who is missing.
       wait_for_ranks(*store_, rank_, world_size_, options.timeout, "the nccl backend");
     }

@@ -1,6 +1,8 @@
 #include "zerotrain/comm/store.h"
 
 #include "zerotrain/comm/backend.h"
+#include "zerotrain/comm/job_token.h"
+#include "zerotrain/comm/store_listener.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -33,6 +35,10 @@ bool store_served_elsewhere() {
 
 }  // namespace
 
+StoreAddress master_store_address(const RendezvousInfo& where) {
+  return {where.master_addr, where.master_port, where.local_world_size < where.world_size};
+}
+
 c10::intrusive_ptr<c10d::Store> connect_store(const StoreAddress& address, int rank, int world_size,
                                               std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions options;
@@ -41,8 +47,15 @@ c10::intrusive_ptr<c10d::Store> connect_store(const StoreAddress& address, int r
   options.numWorkers = world_size;
   options.waitWorkers = false;
   options.timeout = timeout;
+  if (options.isServer) {
+    // c10d's own listener would be on every interface; MASTER_ADDR's is enough.
+    const StoreListener listener = listen_for_store(address.host, address.port, address.spans_hosts);
+    options.masterListenFd = listener.fd;
+    options.port = static_cast<std::uint16_t>(listener.port);
+  }
+  c10::intrusive_ptr<c10d::Store> store;
   try {
-    return c10::make_intrusive<c10d::TCPStore>(address.host, options);
+    store = c10::make_intrusive<c10d::TCPStore>(address.host, options);
   } catch (const std::exception& e) {
     throw CommError(str("rank ", rank, " could not ", rank == 0 ? "serve" : "reach",
                         " the rendezvous store at ", address.host, ":", address.port, " (", first_line(e),
@@ -50,6 +63,8 @@ c10::intrusive_ptr<c10d::Store> connect_store(const StoreAddress& address, int r
                         "rank to connect; a port in use by an earlier job also causes this"),
                     "rendezvous");
   }
+  check_job_token(*store, rank, timeout);
+  return store;
 }
 
 int store_port(const c10::intrusive_ptr<c10d::Store>& store) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "zerotrain/comm/progress.h"
+#include "zerotrain/comm/rendezvous.h"
 #include "zerotrain/comm/types.h"
 
 namespace zerotrain::comm::detail {
@@ -15,10 +16,17 @@ namespace zerotrain::comm::detail {
 struct StoreAddress {
   std::string host;
   int port = 0;   // 0 on the server: pick a free port (read it back with store_port)
+  bool spans_hosts = false;   // ranks on other hosts connect: a loopback `host` is refused
 };
 
-// Rank 0 serves, the others connect; every rank waits up to `timeout` for the others.
-// Throws CommError saying which address could not be reached and what to check.
+// MASTER_ADDR:MASTER_PORT of the launcher's environment; it spans hosts when the launcher
+// says this host holds only some of the ranks.
+StoreAddress master_store_address(const RendezvousInfo& where);
+
+// Rank 0 serves, on `host`'s address only (store_listener.h), the others connect; every rank
+// waits up to `timeout` for the others, and checks that the store is its job's (job_token.h)
+// before it writes anything there. Throws CommError saying which address could not be
+// reached and what to check.
 c10::intrusive_ptr<c10d::Store> connect_store(const StoreAddress& address, int rank, int world_size,
                                               std::chrono::milliseconds timeout);
 int store_port(const c10::intrusive_ptr<c10d::Store>& store);

@@ -78,9 +78,28 @@ def init_distributed(dist_backend=None, auto_mpi_discovery=True, distributed_por
     backend = dist_backend if dist_backend in ("gloo", "nccl", "mpi") else \
         ("nccl" if torch.cuda.is_available() else "gloo")
     os.environ.setdefault("LOCAL_RANK", str(where["local_rank"]))
-    torch.distributed.init_process_group(backend=backend, init_method=init_method or "env://",
-                                         rank=where["rank"], world_size=where["world_size"], timeout=timeout)
+    if init_method is None and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        torch.distributed.init_process_group(backend=backend, store=_job_store(where, timeout),
+                                             rank=where["rank"], world_size=where["world_size"], timeout=timeout)
+    else:   # the script's rendezvous, or torchrun's agent serving the store: theirs
+        torch.distributed.init_process_group(backend=backend, init_method=init_method or "env://",
+                                             rank=where["rank"], world_size=where["world_size"], timeout=timeout)
     _share_torch_store()
+
+
+def _job_store(where, timeout):
+    """The store at MASTER_ADDR:MASTER_PORT as the engine makes its own (docs/launch.md,
+    "Network exposure"): rank 0 serves it on MASTER_ADDR's address only, where env:// would
+    listen on every interface, and every rank checks that it is this job's
+    (ZEROTRAIN_JOB_TOKEN) before torch.distributed writes anything there."""
+    host, port, rank = where["master_addr"], where["master_port"], where["rank"]
+    listen_fd = None
+    if rank == 0:
+        listen_fd, port = _C.listen_for_store(host, port, where["local_world_size"] < where["world_size"])
+    store = torch.distributed.TCPStore(host, port, where["world_size"], rank == 0, timeout,
+                                       wait_for_workers=False, master_listen_fd=listen_fd)
+    _C.check_job_token(store, rank, timeout.total_seconds())
+    return store
 
 
 def is_initialized():
