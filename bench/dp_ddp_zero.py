@@ -283,7 +283,7 @@ def run_zerotrain(args, stage, out_dir, tag, fp16_steps=None, fp16_keys=None):
     cmd = [zt, "launch", "--nproc_per_node", str(WORLD), "--backend", args.zt_backend, "--",
            zt, "train", "--model", "convnet", "--dataset", "fashion-mnist", "--deepspeed", config,
            "--per_device_train_batch_size", str(GLOBAL_BATCH // WORLD), "--num_train_epochs", str(args.epochs),
-           "--learning_rate", str(LR), "--seed", str(SEED), "--logging_steps", "50", "--metrics_file", metrics,
+           "--learning_rate", str(LR), "--seed", str(SEED), "--logging_steps", "50", "--metrics_file", metrics, "--overwrite_output_dir",
            # the Trainer's defaults are HF's (linear decay, clipping at 1.0): the article's run has neither
            "--lr_scheduler_type", "constant", "--max_grad_norm", "0"]
     cmd += ["--fp16", "--max_steps", str(fp16_steps)] if fp16_steps else ["--eval_strategy", "epoch"]

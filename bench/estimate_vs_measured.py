@@ -53,7 +53,7 @@ def measure(zt, out, model_config, micro, stage, precision, steps):
     flags = [] if precision == "fp32" else [f"--{precision}"]
     run([zt, "launch", "--nproc_per_node", "2", "--", zt, "train", "--model", "gpt", "--model_config", model_config,
          "--deepspeed", path, "--per_device_train_batch_size", str(micro), "--max_steps", str(steps),
-         "--logging_steps", str(steps), "--metrics_file", metrics] + flags, env=dict(os.environ, OMP_NUM_THREADS="1", MALLOC_MMAP_THRESHOLD_=str(1 << 20)))
+         "--logging_steps", str(steps), "--metrics_file", metrics, "--overwrite_output_dir"] + flags, env=dict(os.environ, OMP_NUM_THREADS="1", MALLOC_MMAP_THRESHOLD_=str(1 << 20)))
     rows = [json.loads(line) for line in open(metrics)]
     last = [r for r in rows if "loss" in r][-1]
     return max(last["model_state_bytes"]), max(last["peak_rss_bytes"]), max(last["baseline_rss_bytes"])

@@ -201,7 +201,7 @@ def run_zerotrain(args, setup, model, micro, warmup, steps, out_dir, tag):
            "--learning_rate", str(LR), "--lr_scheduler_type", "constant", "--weight_decay", "0",
            "--max_grad_norm", "0", "--max_steps", str(warmup + steps), "--logging_steps", str(warmup),
            "--logging_first_step", "--disable_tqdm", "--save_strategy", "no", "--seed", str(SEED),
-           "--output_dir", os.path.join(out_dir, f"{tag}.out"), "--metrics_file", metrics]
+           "--output_dir", os.path.join(out_dir, f"{tag}.out"), "--metrics_file", metrics, "--overwrite_output_dir"]
     code, first_step_s = run_timed(cmd, dict(os.environ), logfile, args.timeout, ZEROTRAIN_FIRST_STEP)
     if code != 0:
         return failure(code, logfile)

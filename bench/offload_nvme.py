@@ -157,7 +157,7 @@ def run_zerotrain(args, device, out_dir, tag):
            "--deepspeed", config, "--per_device_train_batch_size", str(args.micro), "--bf16",
            "--learning_rate", str(LR), "--lr_scheduler_type", "constant", "--weight_decay", "0",
            "--max_grad_norm", "0", "--max_steps", str(1 + args.steps), "--logging_steps", "1",
-           "--seed", str(SEED), "--disable_tqdm", "--metrics_file", metrics]
+           "--seed", str(SEED), "--disable_tqdm", "--metrics_file", metrics, "--overwrite_output_dir"]
     try:
         with open(logfile, "w") as log:
             code = run_group([cmd], [dict(os.environ, OMP_NUM_THREADS=str(args.threads))], log, args.timeout)

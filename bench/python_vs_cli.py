@@ -45,7 +45,7 @@ def run_cli(zt, cfg_path, args, tmp, stage):
                     "--model", "gpt", "--model_config", f"preset={args.preset}", "--deepspeed", cfg_path,
                     "--per_device_train_batch_size", str(args.micro), "--learning_rate", str(LR),
                     "--weight_decay", "0", "--max_grad_norm", "0", "--max_steps", str(2 * args.steps),
-                    "--logging_steps", str(args.steps), "--seed", "3", "--metrics_file", metrics],
+                    "--logging_steps", str(args.steps), "--seed", "3", "--metrics_file", metrics, "--overwrite_output_dir"],
                    check=True, capture_output=True, env=env(), timeout=1800)
     rows = [json.loads(line) for line in open(metrics)]
     second = [r for r in rows if r.get("step") == 2 * args.steps and "loss" in r][-1]

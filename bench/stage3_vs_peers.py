@@ -189,7 +189,7 @@ def run_zerotrain(args, model, stage, micro, warmup, steps, out_dir, tag):
            "--per_device_train_batch_size", str(micro), "--gradient_accumulation_steps", str(args.gas),
            "--learning_rate", str(LR), "--weight_decay", "0",
            "--max_grad_norm", "0", "--max_steps", str(warmup + steps), "--logging_steps", str(warmup),
-           "--seed", str(SEED), "--metrics_file", metrics] + (["--bf16"] if args.bf16 else [])
+           "--seed", str(SEED), "--metrics_file", metrics, "--overwrite_output_dir"] + (["--bf16"] if args.bf16 else [])
     with open(logfile, "w") as log:
         code = run_group([cmd], [dict(os.environ, OMP_NUM_THREADS="1")], log, args.timeout)
     if code != 0:

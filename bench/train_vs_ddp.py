@@ -76,7 +76,7 @@ def run_zerotrain(args, stage, out_dir):
                     "--model_config", f"preset={args.preset}", "--deepspeed", path,
                     "--per_device_train_batch_size", str(args.micro), "--learning_rate", "3e-3",
                     "--max_grad_norm", "0", "--max_steps", str(args.steps), "--logging_steps", str(args.steps),
-                    "--seed", "3", "--metrics_file", metrics], check=True, capture_output=True, env=env)
+                    "--seed", "3", "--metrics_file", metrics, "--overwrite_output_dir"], check=True, capture_output=True, env=env)
     rows = [json.loads(l) for l in open(metrics)]
     step = [r for r in rows if "loss" in r][-1]
     return dict(samples_per_s=rows[-1]["samples_per_s"], state=max(step["model_state_bytes"]),
