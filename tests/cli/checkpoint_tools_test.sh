@@ -13,11 +13,6 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=tests/cli/expect.sh
 source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
-check() {   # check NAME CMD...: passes when CMD exits 0
-  local name=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else echo "FAIL $name"; failed=$((failed + 1)); fi
-}
 
 "$python" -c 'import safetensors, torch' 2>/dev/null || {
   echo "FAIL: $python cannot import safetensors and torch; run scripts/setup.sh (it installs the pinned safetensors)"

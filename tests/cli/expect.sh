@@ -21,3 +21,11 @@ expect() {
   done
   if [ $ok -eq 1 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "$out" | head -40; fi
 }
+
+# check NAME CMD...: a condition checked by hand (on files, on an exit code), counted like
+# expect; on failure it names the command and lists $tmp.
+check() {
+  local name=$1
+  shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $name: $*"; ls -laR "$tmp" | head -40; fi
+}

@@ -21,8 +21,8 @@ closing() {
   bash -c 'eval "exec $0" && exec "$@"' "$redirections" "$@"
 }
 
-# check NAME COND MESSAGE: counts a check done by hand.
-check() {
+# holds NAME COND MESSAGE: counts a condition (a shell expression) checked by hand.
+holds() {
   if eval "$2"; then passed=$((passed + 1)); else echo "FAIL $1: $3"; failed=$((failed + 1)); fi
 }
 
@@ -40,7 +40,7 @@ for case in "${cases[@]}"; do
     --log_dir "$logs" -- sh -c "$rank_program"
   for rank in 0 1; do
     # Every line reached the log, and the rank read /dev/null (end of input), not the terminal.
-    check "${name}_rank$rank" "grep -qx 'out $rank' '$logs/rank$rank.log' && grep -qx 'err $rank 3' '$logs/rank$rank.log' &&
+    holds "${name}_rank$rank" "grep -qx 'out $rank' '$logs/rank$rank.log' && grep -qx 'err $rank 3' '$logs/rank$rank.log' &&
       grep -qx 'stdin 1 $rank' '$logs/rank$rank.log'" "rank $rank's log: $(cat "$logs/rank$rank.log" 2>&1)"
   done
 done
@@ -54,10 +54,10 @@ closing "0<&- 1>&- 2>&-" "$zt" launch --nproc_per_node 2 --backend gloo -- \
   sh -c "touch '$tmp/started.'\$RANK; exec sleep 60" &
 launcher=$!
 for _ in $(seq 200); do [ -e "$tmp/started.0" ] && [ -e "$tmp/started.1" ] && break; sleep 0.05; done
-check signal_ranks_started "[ -e '$tmp/started.0' ] && [ -e '$tmp/started.1' ]" "the ranks did not start"
+holds signal_ranks_started "[ -e '$tmp/started.0' ] && [ -e '$tmp/started.1' ]" "the ranks did not start"
 kill -TERM "$launcher"
 wait "$launcher"
-check signal_with_closed_descriptors "[ $? -eq 143 ]" "the launcher did not stop on SIGTERM with exit 143"
+holds signal_with_closed_descriptors "[ $? -eq 143 ]" "the launcher did not stop on SIGTERM with exit 143"
 
 # Output that cannot be written is IoError (7), for --help and --version as for any command.
 for args in "--help" "--version" "launch --help" "config check --help"; do
@@ -76,7 +76,7 @@ expect launch_full 7 "cannot write the standard output: No space left on device"
   "the job succeeded, but its output could not all be shown" -- \
   sh -c '"$0" launch --nproc_per_node 2 --backend gloo --log_dir "$1" -- sh -c "echo out \$RANK; sleep 0.2; echo done \$RANK" >/dev/full' \
   "$zt" "$tmp/full_logs"
-check launch_full_ran_to_end "grep -qx 'done 1' '$tmp/full_logs/rank1.log'" "the job did not run to its end"
+holds launch_full_ran_to_end "grep -qx 'done 1' '$tmp/full_logs/rank1.log'" "the job did not run to its end"
 expect launch_full_failed 3 "rank 0 failed first: it exited with code 3" -- \
   sh -c '"$0" launch --backend gloo -- sh -c "echo hi; exit 3" >/dev/full' "$zt"
 expect launch_full_silent 0 -- sh -c '"$0" launch --backend gloo -- true >/dev/full' "$zt"

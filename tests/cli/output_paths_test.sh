@@ -13,11 +13,6 @@ shm=""
 trap 'rm -rf "$tmp" ${shm:+"$shm"}' EXIT
 # shellcheck source=tests/cli/expect.sh
 source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
-check() {  # check NAME CONDITION...: a condition on files, counted like expect
-  local name=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $name: $*"; ls -laR "$tmp" | head -40; fi
-}
 
 cp "$root/examples/ds_config_train_zero2.json" "$tmp/ds.json"
 train=("$zt" train --model mlp --deepspeed "$tmp/ds.json" --max_steps 1 --logging_steps 1 --disable_tqdm)

@@ -10,11 +10,6 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=tests/cli/expect.sh
 source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
-check() {  # check NAME CONDITION...: a condition on files, counted like expect
-  local name=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL $name: $*"; ls -R "$tmp" | head -40; fi
-}
 
 train=("$zt" train --model mlp --deepspeed "$root/examples/ds_config_train_zero2.json" --logging_steps 1)
 
