@@ -85,5 +85,17 @@ else
   ok "launcher killed with SIGKILL: no rank left"
 fi
 
+# Shared memory leaves nothing behind, whatever the ranks' end: the segment is a memfd that
+# lives only as long as a process of its job (each case above checked none is left), and
+# nothing of ours is named in /dev/shm (other tests may run beside this one: only our names
+# are looked at).
+if [ "$BACKEND" = shm ]; then
+  if ls /dev/shm 2>/dev/null | grep -qi zerotrain; then
+    bad "shm: /dev/shm holds $(ls /dev/shm | grep -i zerotrain | tr '\n' ' ')"
+  else
+    ok "shm: nothing named in /dev/shm"
+  fi
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -44,7 +44,7 @@ if [ $rc_a != 0 ] || [ $rc_b != 0 ]; then
   echo "FAIL: node 0 exited $rc_a, node 1 exited $rc_b"
   exit 1
 fi
-if ! grep -q "comm_check: gloo world 4: .* 0 failed" "$out/a"; then
+if ! grep -q "comm_check: shm world 4: .* 0 failed" "$out/a"; then
   echo "FAIL: rank 0 did not report a passing world of 4"
   exit 1
 fi

@@ -384,15 +384,19 @@ bool on_path(const std::string& program) {
 
 bool mpi_rank_exe_present() { return ::access(mpi_rank_exe().c_str(), X_OK) == 0; }
 
-// --backend mpi, or no backend (auto) where mpirun can start the job: MPI is the faster
-// backend on one host (docs/benchmarks.md), so it is the default where it can run.
-// Per-node mode (--nnodes/--node_rank without a hostfile) has no mpirun: Gloo. So is an
-// install without zerotrain-mpi-rank beside zerotrain.
+// --backend mpi, or no backend (auto) where mpirun can start a job that spans hosts (a
+// hostfile): MPI crosses hosts faster than Gloo (docs/benchmarks.md). On one host the ranks
+// talk over shared memory whatever the transport below, so auto starts them directly and
+// leaves mpirun out, unless shared memory is off (ZEROTRAIN_SHM=0): then MPI's own is the
+// faster. Per-node mode (--nnodes/--node_rank without a hostfile) has no mpirun: Gloo. So is
+// an install without zerotrain-mpi-rank beside zerotrain.
 bool uses_mpirun(const LaunchOptions& o) {
   const auto kind = o.backend.empty() ? comm::BackendKind::kAuto : comm::parse_backend(o.backend, "--backend");
   if (kind == comm::BackendKind::kMpi) return true;   // mpirun names zerotrain-mpi-rank if it is missing
   if (kind != comm::BackendKind::kAuto || !kMpiBuilt) return false;
   const bool per_node = o.hostfile.empty() && o.nnodes > 1;
+  const bool one_host = o.hostfile.empty() && o.nnodes <= 1;
+  if (one_host && env::get_bool("ZEROTRAIN_SHM").value_or(true)) return false;
   return !per_node && o.world_size < 0 && on_path("mpirun") && mpi_rank_exe_present();
 }
 

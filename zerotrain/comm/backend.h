@@ -15,6 +15,10 @@
 #include "zerotrain/comm/types.h"
 #include "zerotrain/comm/work.h"
 
+namespace c10d {
+class Store;
+}
+
 namespace zerotrain::comm::detail {
 
 using WorkPtr = std::shared_ptr<WorkImpl>;
@@ -48,6 +52,15 @@ class Backend {
   // Called after a timeout or a transport error: the backend must not block process exit
   // waiting for peers that will never answer (Gloo's worker threads, MPI_Finalize).
   virtual void abandon() {}
+
+  // The job's rendezvous store, where layers above this backend meet (the shared-memory
+  // groups); null when there is none. Owned by the backend.
+  virtual c10d::Store* store() { return nullptr; }
+  // A backend of the same transport over `members` (ranks of this backend, ascending), in
+  // which member i has rank i. Collective over this backend: every rank calls it with the
+  // same members and `tag` (unique among this backend's subgroups); ranks outside `members`
+  // get null.
+  virtual std::unique_ptr<Backend> subgroup(const std::vector<int>& members, const std::string& tag);
 };
 
 // One Backend per rank thread, all sharing one in-process world.
@@ -55,6 +68,10 @@ std::vector<std::unique_ptr<Backend>> make_thread_backends(int world_size, const
 std::unique_ptr<Backend> make_gloo_backend(const RendezvousInfo& where, const CommOptions& options);
 std::unique_ptr<Backend> make_mpi_backend(const RendezvousInfo& where, const CommOptions& options);
 std::unique_ptr<Backend> make_nccl_backend(const RendezvousInfo& where, const CommOptions& options);
+// Over `world`: ranks that share a host talk over shared memory, one rank per host crosses
+// `world`'s transport (comm/shm/). Returns `world` itself when no two ranks share a host,
+// unless `required` (comm.backend "shm"), which then throws ConfigError.
+std::unique_ptr<Backend> make_shm_backend(std::unique_ptr<Backend> world, const CommOptions& options, bool required);
 bool mpi_compiled();
 bool nccl_compiled();
 

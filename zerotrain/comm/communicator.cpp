@@ -251,6 +251,7 @@ CommOptions options_from_config(const config::Config& config) {
     case config::CommBackend::kGloo: options.backend = BackendKind::kGloo; break;
     case config::CommBackend::kMpi: options.backend = BackendKind::kMpi; break;
     case config::CommBackend::kNccl: options.backend = BackendKind::kNccl; break;
+    case config::CommBackend::kShm: options.backend = BackendKind::kShm; break;
   }
   if (!config.comm.backend) options.backend = BackendKind::kAuto;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.comm.timeout_s * 1000));
@@ -282,7 +283,10 @@ Communicator Communicator::init(const RendezvousInfo& where, CommOptions options
     ZT_LOG_DEBUG("comm: a world of one; collectives are local copies");
     return Communicator(state);
   }
-  if (kind == BackendKind::kAuto) {
+  const bool shm_required = kind == BackendKind::kShm;
+  ZT_CHECK(!shm_required || options.shared_memory, ConfigError,
+           "comm.backend \"shm\" asks for shared memory but ZEROTRAIN_SHM=0 turns it off; drop one of the two");
+  if (kind == BackendKind::kAuto || shm_required) {
     kind = where.source == LaunchSource::kOpenMpi && detail::mpi_compiled() ? BackendKind::kMpi : BackendKind::kGloo;
   }
   switch (kind) {
@@ -294,10 +298,14 @@ Communicator Communicator::init(const RendezvousInfo& where, CommOptions options
                             "job of ", where.world_size, " processes needs gloo or mpi"));
     case BackendKind::kProcessGroup:
       throw ConfigError("a torch.distributed process group is adopted (comm/process_group.h), not opened by name");
-    case BackendKind::kAuto: ZT_INTERNAL_ASSERT(false, "auto was resolved above");
+    case BackendKind::kAuto:
+    case BackendKind::kShm: ZT_INTERNAL_ASSERT(false, "resolved above");
+  }
+  if (kind != BackendKind::kNccl && (options.shared_memory || shm_required)) {
+    state->backend = detail::make_shm_backend(std::move(state->backend), options, shm_required);
   }
   if (where.rank == 0) {
-    ZT_LOG_INFO("comm: ", to_string(kind), " backend, world size ", where.world_size, " (from the ",
+    ZT_LOG_INFO("comm: ", to_string(state->backend->kind()), " backend, world size ", where.world_size, " (from the ",
                 to_string(where.source), " environment), timeout ", options.timeout.count() / 1000.0, " s",
                 options.check_fingerprints ? ", fingerprint checks on" : "");
   }

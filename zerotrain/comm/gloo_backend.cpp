@@ -5,6 +5,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include <algorithm>
+
 #include "zerotrain/comm/c10d_backend.h"
 #include "zerotrain/comm/store.h"
 #include "zerotrain/core/env.h"
@@ -13,6 +15,13 @@
 
 namespace zerotrain::comm::detail {
 namespace {
+
+// The device Gloo listens on: GLOO_SOCKET_IFNAME's interface, or the address that routes
+// towards MASTER_ADDR.
+std::shared_ptr<::gloo::transport::Device> listening_device(const std::string& master_addr) {
+  if (auto iface = env::get("GLOO_SOCKET_IFNAME")) return c10d::ProcessGroupGloo::createDeviceForInterface(*iface);
+  return c10d::ProcessGroupGloo::createDeviceForHostname(local_address_towards(master_addr));
+}
 
 class GlooBackend final : public C10dBackend<c10d::ProcessGroupGloo> {
  public:
@@ -24,24 +33,21 @@ class GlooBackend final : public C10dBackend<c10d::ProcessGroupGloo> {
     store_ = connect_store(master_store_address(where), rank_, world_size_, options.timeout);
     // Gloo's own connect timeout would not say who is missing.
     wait_for_ranks(*store_, rank_, world_size_, options.timeout, "the gloo backend");
-    auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
-    if (auto iface = env::get("GLOO_SOCKET_IFNAME")) {
-      gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(*iface));
-    } else {
-      gloo_options->devices.push_back(
-          c10d::ProcessGroupGloo::createDeviceForHostname(local_address_towards(where.master_addr)));
-    }
-    try {
-      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
-          c10::make_intrusive<c10d::PrefixStore>("zt/gloo", store_), rank_, world_size_, gloo_options);
-    } catch (const std::exception& e) {
-      throw CommError(str("rank ", rank_, " could not connect Gloo to the other ", world_size_ - 1, " ranks within ",
-                          options.timeout.count() / 1000.0, " s (", first_line(e),
-                          "). Every rank must start and reach MASTER_ADDR; set GLOO_SOCKET_IFNAME to pick the network "
-                          "interface"),
-                      "rendezvous");
-    }
+    master_addr_ = where.master_addr;
+    timeout_ = options.timeout;
+    connect("zt/gloo");
     board_ = make_store_board(store_, rank_, world_size_);
+  }
+
+  // Member `rank` of a subgroup of `parent`, over the parent's store under `prefix`.
+  GlooBackend(const GlooBackend& parent, int rank, int world_size, const std::string& prefix)
+      : rank_(rank), world_size_(world_size) {
+    store_ = parent.store_;
+    master_addr_ = parent.master_addr_;
+    timeout_ = parent.timeout_;
+    connect(prefix);
+    // The subgroup's progress is the parent's: a timeout names the job's ranks.
+    board_ = make_store_board(c10::make_intrusive<c10d::PrefixStore>(prefix, store_), rank_, world_size_);
   }
 
   ~GlooBackend() override {
@@ -50,6 +56,15 @@ class GlooBackend final : public C10dBackend<c10d::ProcessGroupGloo> {
       // group would join them. Leave it to the process exit instead.
       new c10::intrusive_ptr<c10d::ProcessGroupGloo>(std::move(pg_));
     }
+  }
+
+  c10d::Store* store() override { return store_.get(); }
+
+  std::unique_ptr<Backend> subgroup(const std::vector<int>& members, const std::string& tag) override {
+    const auto me = std::find(members.begin(), members.end(), rank_);
+    if (me == members.end()) return nullptr;
+    return std::make_unique<GlooBackend>(*this, static_cast<int>(me - members.begin()),
+                                         static_cast<int>(members.size()), "zt/gloo/" + tag);
   }
 
   BackendKind kind() const override { return BackendKind::kGloo; }
@@ -63,8 +78,25 @@ class GlooBackend final : public C10dBackend<c10d::ProcessGroupGloo> {
   void abandon() override { abandoned_ = true; }
 
  private:
+  void connect(const std::string& prefix) {
+    auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout_);
+    gloo_options->devices.push_back(listening_device(master_addr_));
+    try {
+      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, store_), rank_,
+                                                        world_size_, gloo_options);
+    } catch (const std::exception& e) {
+      throw CommError(str("rank ", rank_, " could not connect Gloo to the other ", world_size_ - 1, " ranks within ",
+                          timeout_.count() / 1000.0, " s (", first_line(e),
+                          "). Every rank must start and reach MASTER_ADDR; set GLOO_SOCKET_IFNAME to pick the network "
+                          "interface"),
+                      "rendezvous");
+    }
+  }
+
   int rank_;
   int world_size_;
+  std::string master_addr_;
+  std::chrono::milliseconds timeout_{};
   c10::intrusive_ptr<c10d::Store> store_;
   std::unique_ptr<ProgressBoard> board_;
   bool abandoned_ = false;

@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include <algorithm>
 #include <climits>
 #include <thread>
 
@@ -147,7 +150,32 @@ class MpiBackend final : public Backend {
     ZT_CHECK(world_size_ == where.world_size, ConfigError, "MPI reports a world of ", world_size_,
              " but the environment says ", where.world_size, "; start the job with mpirun -np ", where.world_size);
     if (!store) store = store_over_mpi(options, where.local_world_size < where.world_size);
+    store_ = store;
     board_ = make_store_board(store, rank_, world_size_);
+  }
+
+  // Member of a subgroup: `comm` from MPI_Comm_split, the parent's store and board (the
+  // board names the job's ranks when a collective of the subgroup times out).
+  MpiBackend(MPI_Comm comm, c10::intrusive_ptr<c10d::Store> store, int board_rank, int board_size) : comm_(comm) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &world_size_);
+    store_ = store;
+    board_ = make_store_board(std::move(store), board_rank, board_size);
+  }
+
+  c10d::Store* store() override { return store_.get(); }
+
+  // MPI_Comm_split is collective over this communicator: every rank calls it.
+  std::unique_ptr<Backend> subgroup(const std::vector<int>& members, const std::string& tag) override {
+    const auto me = std::find(members.begin(), members.end(), rank_);
+    const int color = me == members.end() ? MPI_UNDEFINED : 0;
+    MPI_Comm sub = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split(comm_, color, rank_, &sub), "MPI_Comm_split");
+    if (sub == MPI_COMM_NULL) return nullptr;
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("zt/mpi/" + tag, store_);
+    return std::make_unique<MpiBackend>(sub, prefixed, static_cast<int>(me - members.begin()),
+                                        static_cast<int>(members.size()));
   }
 
   // Plain mpirun, no master address: rank 0 serves the progress store on a free port and
@@ -222,6 +250,7 @@ class MpiBackend final : public Backend {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int world_size_ = 1;
+  c10::intrusive_ptr<c10d::Store> store_;
   std::unique_ptr<ProgressBoard> board_;
 };
 

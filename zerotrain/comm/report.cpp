@@ -19,9 +19,12 @@ std::vector<BackendReport> backend_reports() {
   const std::string integer_avg = "avg of integer tensors (sum, then divide)";
   std::vector<BackendReport> reports;
   reports.push_back({"threads", "yes (in-process ranks, for tests)", {}});
+  reports.push_back({"shm", "yes (between the ranks of each host, under auto, gloo and mpi; ZEROTRAIN_SHM=0 turns it "
+                     "off)", {"across hosts: avg (sum, then divide), reduce_scatter (an all_reduce, then the chunk)",
+                              "dtypes other than fp32/fp64/fp16/bf16/int8/uint8/int32/int64 (in fp32)", uneven}});
   reports.push_back({"gloo", "yes", {integer_avg, uneven}});
   if (detail::mpi_compiled()) {
-    reports.push_back({"mpi", "yes (OpenMPI; default under mpirun and `zerotrain launch`)",
+    reports.push_back({"mpi", "yes (OpenMPI; default under mpirun and for `zerotrain launch` hostfile jobs)",
                        {"fp16/bf16 reductions (in fp32)", "avg (sum, then divide)", uneven}});
   } else {
     reports.push_back({"mpi", "not built (install libopenmpi-dev and rebuild)", {}});

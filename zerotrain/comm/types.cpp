@@ -9,12 +9,13 @@
 
 namespace zerotrain::comm {
 namespace {
-constexpr std::array<std::pair<BackendKind, const char*>, 5> kBackendNames{{
+constexpr std::array<std::pair<BackendKind, const char*>, 6> kBackendNames{{
     {BackendKind::kAuto, "auto"},
     {BackendKind::kGloo, "gloo"},
     {BackendKind::kMpi, "mpi"},
     {BackendKind::kNccl, "nccl"},
     {BackendKind::kThreads, "threads"},
+    {BackendKind::kShm, "shm"},
 }};
 }  // namespace
 
@@ -42,7 +43,7 @@ BackendKind parse_backend(std::string_view name, std::string_view origin) {
     if (lower == n) return k;
   }
   throw ConfigError(detail::str(origin, ": unknown communication backend '", name,
-                                "'; use one of auto, gloo, mpi, nccl, threads"));
+                                "'; use one of auto, gloo, mpi, nccl, threads, shm"));
 }
 
 CommOptions apply_env(CommOptions options) {
@@ -55,6 +56,7 @@ CommOptions apply_env(CommOptions options) {
     options.timeout = std::chrono::seconds(*seconds);
   }
   if (auto debug = env::get_bool("ZEROTRAIN_COMM_DEBUG")) options.check_fingerprints = *debug;
+  if (auto shm = env::get_bool("ZEROTRAIN_SHM")) options.shared_memory = *shm;
   return options;
 }
 

@@ -14,13 +14,15 @@ enum class ReduceOp { kSum, kAvg, kMax };
 
 // kAuto: MPI when the process was started by mpirun (OMPI_COMM_WORLD_* set), Gloo otherwise.
 // See docs/comm.md for why, and docs/benchmarks.md for the measurements behind it.
+// Under kAuto, kGloo and kMpi, ranks that share a host also talk over shared memory
+// (comm/shm/, CommOptions::shared_memory); kShm insists on it.
 // kProcessGroup: collectives over a c10d process group made outside the engine (the Python
 // script's torch.distributed group, comm/process_group.h); never chosen by name.
-enum class BackendKind { kAuto, kGloo, kMpi, kNccl, kThreads, kProcessGroup };
+enum class BackendKind { kAuto, kGloo, kMpi, kNccl, kThreads, kProcessGroup, kShm };
 
 const char* to_string(ReduceOp op);
 const char* to_string(BackendKind kind);
-// "auto", "gloo", "mpi", "nccl", "threads" (any case); throws ConfigError naming `origin`
+// "auto", "gloo", "mpi", "nccl", "threads", "shm" (any case); throws ConfigError naming `origin`
 // and the accepted names otherwise.
 BackendKind parse_backend(std::string_view name, std::string_view origin);
 
@@ -39,10 +41,13 @@ struct CommOptions {
   bool check_fingerprints = false;
   // Bytes per bucket of the *_coalesced collectives (0: one bucket per dtype run).
   int64_t bucket_nbytes = 25 * 1024 * 1024;
+  // Ranks that share a host exchange data over shared memory, and only one rank per host
+  // crosses the network (comm/shm/). ZEROTRAIN_SHM=0 turns it off.
+  bool shared_memory = true;
 };
 
-// Applies ZEROTRAIN_COMM_BACKEND, ZEROTRAIN_COMM_TIMEOUT_S and ZEROTRAIN_COMM_DEBUG
-// (1 turns on check_fingerprints) over `options`: the environment overrides the config.
+// Applies ZEROTRAIN_COMM_BACKEND, ZEROTRAIN_COMM_TIMEOUT_S, ZEROTRAIN_COMM_DEBUG (1 turns
+// on check_fingerprints) and ZEROTRAIN_SHM (0 turns off shared memory) over `options`: the environment overrides the config.
 CommOptions apply_env(CommOptions options);
 
 // The contiguous chunk of a flat buffer of `numel` elements that `rank` owns in

@@ -148,10 +148,11 @@ struct TimersConfig {
 // (ZEROTRAIN_COMM_BACKEND, ZEROTRAIN_COMM_TIMEOUT_S, ZEROTRAIN_COMM_DEBUG) overrides it,
 // and `zerotrain launch --backend/--timeout_s` sets the environment. See docs/comm.md.
 // No "auto" spelling: in a ds_config "auto" means "filled by HF's Trainer". Leaving the key
-// out means automatic (mpi under mpirun, gloo otherwise).
-enum class CommBackend { kGloo, kMpi, kNccl };
+// out means automatic (mpi under mpirun, gloo otherwise; shared memory between the ranks
+// of one host either way). "shm" insists on shared memory.
+enum class CommBackend { kGloo, kMpi, kNccl, kShm };
 template <> struct EnumNames<CommBackend> {
-  static constexpr std::array<const char*, 3> names{"gloo", "mpi", "nccl"};
+  static constexpr std::array<const char*, 4> names{"gloo", "mpi", "nccl", "shm"};
 };
 
 struct CommConfig {
