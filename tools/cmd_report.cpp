@@ -16,6 +16,7 @@
 #include "tools/torch_info.h"
 #include "zerotrain/comm/report.h"
 #include "zerotrain/core/env.h"
+#include "zerotrain/cpu/matmul_probe.h"
 #include "zerotrain/io/io_engine.h"
 #include "zerotrain/version.h"
 
@@ -96,6 +97,8 @@ Command add_report_command(CLI::App& app) {
             // What `zerotrain train --bf16_if_native` (the main job) trains in, and why.
             const auto bf16 = cpu::bf16_support();
             const std::string bf16_choice = std::string(bf16.native ? "bf16" : "fp32") + ": " + bf16.reason;
+            // Which kernels a 1024^3 fp32 product runs here and its speed (~0.2 s).
+            const cpu::MatmulProbe matmul = cpu::probe_matmul();
             const GpuInfo gpu = gpu_info();
             const GpuProbe probe = gpu_probe(gpu);
             // A failed probe, or a GPU this machine shows that LibTorch cannot use, makes the
@@ -122,7 +125,10 @@ Command add_report_command(CLI::App& app) {
               out["cpu"] = {{"model", cpu::model_name()},
                             {"hardware_threads", std::thread::hardware_concurrency()},
                             {"simd", have}, {"simd_missing", missing},
-                            {"bf16_native", bf16.native}, {"bf16_choice", bf16_choice}};
+                            {"bf16_native", bf16.native}, {"bf16_choice", bf16_choice},
+                            {"matmul", {{"kernels", matmul.kernels}, {"gflops_1_thread", matmul.gflops},
+                                        {"peak_gflops", matmul.peak_gflops}, {"clock_mhz", matmul.clock_mhz},
+                                        {"flops_per_cycle", matmul.flops_per_cycle}}}};
               nlohmann::ordered_json devices = nlohmann::ordered_json::array();
               for (const auto& d : gpu.devices) {
                 devices.push_back({{"index", d.index}, {"name", d.name}, {"memory_bytes", d.memory_bytes},
@@ -184,6 +190,7 @@ Command add_report_command(CLI::App& app) {
             print_row("SIMD missing", join(missing));
             print_row("bf16 in hardware", bf16.native ? "yes" : "no");
             print_row("--bf16_if_native picks", bf16_choice);
+            print_row("fp32 matmul 1024^3", cpu::describe(matmul));
             std::cout << "zerotrain features\n";
             for (const auto& f : kFeatures) print_row(f.name, f.status);
             std::cout << "communication backends\n";

@@ -197,6 +197,9 @@ expect convnet_on_text 2 "--model convnet trains on images" -- "$zt" train --mod
   --deepspeed "$root/examples/ds_config_train_zero2.json" --max_steps 1
 expect estimate_convnet 0 "convnet (1x28x28 -> conv 32, conv 64 -> 128 -> 10)" -- "$zt" estimate --detailed --model convnet
 expect report_bf16_choice 0 "bf16 in hardware" "--bf16_if_native picks" -- "$zt" report
+# Which kernels a 1024^3 fp32 product ran and its speed against the core's peak; an unknown
+# ZEROTRAIN_MATMUL is refused where training starts, not by the report.
+expect report_matmul 0 "fp32 matmul 1024^3" "GFLOP/s on 1 thread" -- "$zt" report
 
 # zerotrain estimate and advise.
 expect estimate_guide 0 "SW: Model with 2783M total params, 65M largest layer params." \

@@ -16,6 +16,7 @@
 #include "zerotrain/config/resolve.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
+#include "zerotrain/cpu/matmul_kernels.h"
 #include "zerotrain/engine/engine_state.h"
 #include "zerotrain/precision/from_config.h"
 #include "zerotrain/stages/stage3/preshard.h"
@@ -247,6 +248,10 @@ void zero_gradients(EngineState& s) {
 
 Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitOptions options) {
   ZT_CHECK(model != nullptr, UsageError, "initialize: the model is null");
+  // Which kernels the model's matrix products run (MKL's AVX2 path on AMD CPUs unless
+  // ZEROTRAIN_MATMUL=default); checked here so that a bad value fails before any work.
+  const cpu::MatmulKernels matmul = cpu::select_matmul_kernels();
+  ZT_LOG_DEBUG("matmul kernels: ", matmul.reason);
   // The communicator first: it reads the config's "comm" block before the config moves.
   // A model built under ZeroInit brings the communicator it was cut for.
   std::optional<comm::Communicator> communicator = options.comm;
