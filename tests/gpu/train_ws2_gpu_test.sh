@@ -64,7 +64,7 @@ train() {  # train NAME DEVICE STAGE ACCUMULATION [FLAGS...]
 "$ZT" launch --nproc_per_node 2 --backend gloo --timeout_s 300 -- "$CHECK" --large --device cuda:0 \
   >"$out/comm_check.log" 2>&1
 rc=$?
-if [ "$rc" -ne 0 ] || ! grep -q "comm_check: gloo world 2 on cuda:0: .* 0 failed" "$out/comm_check.log"; then
+if [ "$rc" -ne 0 ] || ! grep -q "comm_check: shm world 2 on cuda:0: .* 0 failed" "$out/comm_check.log"; then
   echo "FAIL: comm_check --device cuda:0 at world size 2 exited $rc"
   cat "$out/comm_check.log"
   exit 1

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The same program without `zerotrain launch`: under a plain `mpirun -np 2`, and with the
 # variables torchrun (or DeepSpeed's launcher) sets, exported by hand.
+# Either way the two ranks share this host, so they talk over shared memory.
 #
 #   foreign_launchers_test.sh COMM_CHECK
 set -u
@@ -17,8 +18,8 @@ for r in 0 1; do
 done
 wait %1; rc0=$?
 wait %2; rc1=$?
-if [ $rc0 = 0 ] && [ $rc1 = 0 ] && grep -q "gloo world 2: .* 0 failed" "$out/torchrun0"; then
-  pass=$((pass + 1)); echo "ok   torchrun-style environment (gloo)"
+if [ $rc0 = 0 ] && [ $rc1 = 0 ] && grep -q "shm world 2: .* 0 failed" "$out/torchrun0"; then
+  pass=$((pass + 1)); echo "ok   torchrun-style environment (gloo, shared memory)"
 else
   fail=$((fail + 1)); echo "FAIL torchrun-style environment: exit $rc0/$rc1"; cat "$out/torchrun0" "$out/torchrun1"
 fi
@@ -26,8 +27,8 @@ fi
 if command -v mpirun >/dev/null; then
   root=""; [ "$(id -u)" = 0 ] && root=--allow-run-as-root
   if mpirun $root --oversubscribe -np 2 -x ZEROTRAIN_COMM_TIMEOUT_S=60 "$CHECK" >"$out/mpirun" 2>&1 &&
-     grep -q "mpi world 2: .* 0 failed" "$out/mpirun"; then
-    pass=$((pass + 1)); echo "ok   plain mpirun -np 2 (mpi)"
+     grep -q "shm world 2: .* 0 failed" "$out/mpirun"; then
+    pass=$((pass + 1)); echo "ok   plain mpirun -np 2 (mpi, shared memory)"
   else
     fail=$((fail + 1)); echo "FAIL plain mpirun"; cat "$out/mpirun"
   fi

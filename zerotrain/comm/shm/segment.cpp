@@ -19,6 +19,23 @@
 namespace zerotrain::comm::shm {
 namespace {
 
+// A one-byte message with room for one descriptor (SCM_RIGHTS), for sending or receiving.
+// Not copyable: the header points into the object itself.
+struct FdMessage {
+  char byte = 'z';
+  iovec payload{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr header{};
+  FdMessage() {
+    header.msg_iov = &payload;
+    header.msg_iovlen = 1;
+    header.msg_control = control;
+    header.msg_controllen = sizeof control;
+  }
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
+};
+
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kMagic = 0x7a74726e73686d31ull;   // "ztrnshm1"
 constexpr uint32_t kLayoutVersion = 1;
@@ -181,20 +198,13 @@ char* create_and_serve(const Exchange& exchange, int size, const SegmentLayout& 
             served[static_cast<size_t>(hello.member)]) {
           continue;
         }
-        char byte = 'z';
-        iovec payload{&byte, 1};
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-        msghdr message{};
-        message.msg_iov = &payload;
-        message.msg_iovlen = 1;
-        message.msg_control = control;
-        message.msg_controllen = sizeof control;
-        cmsghdr* header_part = CMSG_FIRSTHDR(&message);
+        FdMessage message;
+        cmsghdr* header_part = CMSG_FIRSTHDR(&message.header);
         header_part->cmsg_level = SOL_SOCKET;
         header_part->cmsg_type = SCM_RIGHTS;
         header_part->cmsg_len = CMSG_LEN(sizeof(int));
         std::memcpy(CMSG_DATA(header_part), &memfd.fd, sizeof(int));
-        if (::sendmsg(fd, &message, MSG_NOSIGNAL) != 1) continue;   // it hung up: it may connect again
+        if (::sendmsg(fd, &message.header, MSG_NOSIGNAL) != 1) continue;   // it hung up: it may connect again
         served[static_cast<size_t>(hello.member)] = true;
         --missing;
       }
@@ -240,17 +250,10 @@ char* receive(const Exchange& exchange, int rank, const SegmentLayout& layout, c
   } while (ready < 0 && errno == EINTR);
   ZT_CHECK(ready > 0, TimeoutError, who, ": ", member_label(0, job_ranks),
            " did not hand over the shared segment within ", timeout.count(), " ms");
-  char byte = 0;
-  iovec payload{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &payload;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  const ssize_t got = ::recvmsg(connection.fd, &message, MSG_CMSG_CLOEXEC);
+  FdMessage message;
+  const ssize_t got = ::recvmsg(connection.fd, &message.header, MSG_CMSG_CLOEXEC);
   ZT_CHECK(got >= 0, CommError, who, ": receive from ", member_label(0, job_ranks), ": ", errno_text(errno));
-  const cmsghdr* part = CMSG_FIRSTHDR(&message);
+  const cmsghdr* part = CMSG_FIRSTHDR(&message.header);
   ZT_CHECK(got == 1 && part != nullptr && part->cmsg_level == SOL_SOCKET && part->cmsg_type == SCM_RIGHTS, CommError,
            who, ": ", member_label(0, job_ranks), " refused to hand over the shared segment (another group's "
            "member, or the same member twice?)");

@@ -105,10 +105,16 @@ class ShmBackend final : public Backend {
   }
 
   WorkPtr all_reduce(const at::Tensor& tensor, ReduceOp op) override {
+    if (!tensor.is_cpu()) return on_world(tensor, op);
     return run([&] { reduce_everywhere(tensor, op); });
   }
 
   WorkPtr reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) override {
+    if (!input.is_cpu()) {
+      ZT_CHECK(op != ReduceOp::kAvg || world_->averages(input.scalar_type()), NotSupported,
+               "reduce_scatter: an average of ", input.scalar_type(), " GPU tensors over shared memory's transport");
+      return world_->reduce_scatter(input, output, op);
+    }
     return run([&] {
       if (single_host()) {
         local_->reduce_scatter(input.data_ptr(), output.data_ptr(), output.numel(), *shm_dtype(input.scalar_type()),
@@ -122,6 +128,7 @@ class ShmBackend final : public Backend {
   }
 
   WorkPtr all_gather(const at::Tensor& input, const at::Tensor& output) override {
+    if (!input.is_cpu()) return world_->all_gather(input, output);
     return run([&] {
       const int64_t chunk_bytes = static_cast<int64_t>(input.nbytes());
       if (single_host()) {
@@ -133,6 +140,7 @@ class ShmBackend final : public Backend {
   }
 
   WorkPtr broadcast(const at::Tensor& tensor, int root) override {
+    if (!tensor.is_cpu()) return world_->broadcast(tensor, root);
     return run([&] {
       const int64_t nbytes = static_cast<int64_t>(tensor.nbytes());
       if (single_host()) {
@@ -159,6 +167,20 @@ class ShmBackend final : public Backend {
  private:
   bool single_host() const { return layout_.hosts.size() == 1; }
   int my_host() const { return layout_.host_of[rank()]; }
+
+  // Tensors on a GPU (two ranks sharing one over gloo) take the job's own transport: shared
+  // memory holds host bytes only. An average it cannot take is its sum, divided here.
+  WorkPtr on_world(const at::Tensor& tensor, ReduceOp op) {
+    if (op != ReduceOp::kAvg || world_->averages(tensor.scalar_type())) return world_->all_reduce(tensor, op);
+    return run([&] {
+      wait(world_->all_reduce(tensor, ReduceOp::kSum));
+      if (at::isFloatingType(tensor.scalar_type())) {
+        tensor.div_(world_size());
+      } else {
+        tensor.copy_(at::div(tensor, world_size(), "trunc"));
+      }
+    });
+  }
 
   // Runs a collective to completion; its error (a timeout included) is the Work's.
   template <class Body>
@@ -193,7 +215,6 @@ class ShmBackend final : public Backend {
   // across the leaders, put in rank order by each leader, then shared on the host.
   void gather_across_hosts(const at::Tensor& input, const at::Tensor& output) {
     const int64_t n = input.numel();
-    const auto& mine = layout_.hosts[my_host()];
     const auto widest = static_cast<int64_t>(layout_.largest_host());
     at::Tensor block = at::zeros({widest * n}, input.options());
     local_->all_gather(input.data_ptr(), block.data_ptr(), static_cast<int64_t>(input.nbytes()));
@@ -207,7 +228,6 @@ class ShmBackend final : public Backend {
         }
       }
     }
-    (void)mine;
     local_->broadcast(output.data_ptr(), static_cast<int64_t>(output.nbytes()), 0);
   }
 
