@@ -1,26 +1,31 @@
 #!/usr/bin/env python3
-"""Runs bench/comm_bandwidth for every CPU backend at world sizes 2 and 4, beside this
-host's memcpy bandwidth, and prints the tables of docs/benchmarks.md (with --write, puts
-them there between the comm_bandwidth markers).
+"""Runs bench/comm_bandwidth for every CPU transport (shared memory, gloo and mpi alone) at
+world sizes 2 and 4, beside this host's memcpy bandwidth, and prints the tables of
+docs/benchmarks.md (with --write, puts them there between the comm_bandwidth markers).
 
-    python3 bench/comm_bandwidth.py [--build build] [--max_bytes N] [--write]
+    python3 bench/comm_bandwidth.py [--build build] [--max_bytes N] [--rounds 3] [--write]
 
-Everything runs in one invocation, interleaved, so the ratios compare like with like on a
-noisy machine; the absolute figures vary from run to run and are not the result.
+Every round runs every transport and world size once, in an order rotated by the round, with
+a memcpy pass at its start; a figure is the median over rounds, and a ratio the median over
+rounds of that round's ratio, so the ratios compare like with like on a noisy machine.
 """
 import argparse
 import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 
 from docs_tables import replace_between_markers
+from stage3_vs_peers import cpu_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPS = ["all_reduce", "reduce_scatter", "all_gather"]
-BACKENDS = ["gloo", "mpi"]
+BACKENDS = ["shm", "gloo", "mpi"]
+# gloo and mpi alone: without ZEROTRAIN_SHM=0 the ranks of a host would use shared memory.
+BACKEND_ENV = {"shm": {}, "gloo": {"ZEROTRAIN_SHM": "0"}, "mpi": {"ZEROTRAIN_SHM": "0"}}
 WORLD_SIZES = [2, 4]
 # The bucket sizes the ZeRO stages use (DeepSpeed's reduce_bucket_size and
 # allgather_bucket_size default to 5e8 elements; DDP's buckets are 25 MiB): the default
@@ -28,8 +33,9 @@ WORLD_SIZES = [2, 4]
 BUCKET_RANGE = (1 << 20, 64 << 20)
 
 
-def run(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+def run(cmd, env=None):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                         env=dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))).stdout
     rows = []
     for line in out.splitlines():
         line = re.sub(r"^\[rank \d+\] ", "", line)
@@ -45,67 +51,84 @@ def size_name(n):
     return f"{n} B"
 
 
+def median(values):
+    return statistics.median(values) if values else None
+
+
+def geomean(values):
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--max_bytes", type=int, default=256 << 20)
     ap.add_argument("--min_time_s", type=float, default=0.3)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
     args = ap.parse_args()
     zt = os.path.join(args.build, "tools", "zerotrain")
     bench = os.path.join(args.build, "bench", "comm_bandwidth")
     common = ["--max_bytes", str(args.max_bytes), "--min_time_s", str(args.min_time_s)]
 
-    memcpy = []
-    results = {}
-    memcpy += run([bench, "--memcpy"] + common)
-    for ws in WORLD_SIZES:
-        for backend in BACKENDS:
-            print(f"running {backend} at world size {ws} ...", file=sys.stderr)
+    configs = [(b, ws) for ws in WORLD_SIZES for b in BACKENDS]
+    rounds = []   # per round: {(backend, ws, op, nbytes): row}, and ("memcpy", nbytes): row
+    for r in range(args.rounds):
+        found = {}
+        for row in run([bench, "--memcpy"] + common):
+            found[("memcpy", row["nbytes"])] = row
+        for backend, ws in configs[r % len(configs):] + configs[:r % len(configs)]:
+            print(f"[round {r + 1}/{args.rounds}] {backend} at world size {ws} ...", file=sys.stderr, flush=True)
             rows = run([zt, "launch", "--nproc_per_node", str(ws), "--backend", backend, "--timeout_s", "600", "--",
-                        bench] + common)
-            for r in rows:
-                results[(backend, ws, r["op"], r["nbytes"])] = r["busbw_GBps"]
-    memcpy += run([bench, "--memcpy"] + common)
-    # The better of the two memcpy passes (before and after) for each size.
-    limit = {}
-    for r in memcpy:
-        limit[r["nbytes"]] = max(limit.get(r["nbytes"], 0), r["busbw_GBps"])
+                        bench] + common, BACKEND_ENV[backend])
+            for row in rows:
+                found[(backend, ws, row["op"], row["nbytes"])] = row
+        rounds.append(found)
 
-    sizes = sorted(limit)
-    lines = []
-    cols = [(b, ws) for ws in WORLD_SIZES for b in BACKENDS]
+    def bw(key):
+        return median([rd[key]["busbw_GBps"] for rd in rounds if key in rd])
+
+    def ratio(a_key, b_key, field="busbw_GBps"):
+        return median([rd[a_key][field] / rd[b_key][field] for rd in rounds if a_key in rd and b_key in rd])
+
+    sizes = sorted({k[1] for k in rounds[0] if k[0] == "memcpy"})
+    lines = [f"{cpu_line()}; {args.rounds} interleaved rounds, medians; fp32 tensors.\n"]
     for op in OPS:
         lines.append(f"**{op}**: bus bandwidth in GB/s, and in brackets its ratio to memcpy at that size\n")
-        lines.append("| size | memcpy GB/s | " + " | ".join(f"{b} ws={ws}" for b, ws in cols) + " |")
-        lines.append("|---:|---:|" + "---:|" * len(cols))
+        lines.append("| size | memcpy GB/s | " + " | ".join(f"{b} ws={ws}" for b, ws in configs) + " |")
+        lines.append("|---:|---:|" + "---:|" * len(configs))
         for n in sizes:
             cells = []
-            for b, ws in cols:
-                v = results.get((b, ws, op, n))
-                cells.append("–" if v is None else f"{v:.2f} ({v / limit[n]:.2f})")
-            lines.append(f"| {size_name(n)} | {limit[n]:.1f} | " + " | ".join(cells) + " |")
+            for b, ws in configs:
+                v = bw((b, ws, op, n))
+                q = ratio((b, ws, op, n), ("memcpy", n))
+                cells.append("–" if v is None else f"{v:.2f} ({q:.2f})")
+            lines.append(f"| {size_name(n)} | {bw(('memcpy', n)):.1f} | " + " | ".join(cells) + " |")
         lines.append("")
-    # The choice: geometric mean of mpi/gloo over the bucket range, per op and world size.
-    lines.append(f"**mpi / gloo**, geometric mean of the bus-bandwidth ratio over {size_name(BUCKET_RANGE[0])}–"
-                 f"{size_name(BUCKET_RANGE[1])} (the bucket sizes the stages use):\n")
-    lines.append("| op | " + " | ".join(f"ws={ws}" for ws in WORLD_SIZES) + " |")
-    lines.append("|---|" + "---:|" * len(WORLD_SIZES))
-    verdict = []
+
+    # Against the targets: shm / memcpy from 1 MiB, shm / gloo from 16 MiB, 1 KiB latency.
+    lines.append("**Shared memory against the targets** (the smallest per-size median ratio over the range):\n")
+    lines.append("| op | ws | shm ÷ memcpy, 1 MiB and up (≥ 0.6) | shm ÷ gloo, 16 MiB and up (≥ 10) | "
+                 "shm ÷ mpi, 1–64 MiB (geometric mean) |")
+    lines.append("|---|---:|---:|---:|---:|")
     for op in OPS:
-        cells = []
         for ws in WORLD_SIZES:
-            ratios = [results[("mpi", ws, op, n)] / results[("gloo", ws, op, n)] for n in sizes
-                      if BUCKET_RANGE[0] <= n <= BUCKET_RANGE[1] and ("mpi", ws, op, n) in results
-                      and ("gloo", ws, op, n) in results]
-            g = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else float("nan")
-            verdict.append(g)
-            cells.append(f"{g:.2f}×")
-        lines.append(f"| {op} | " + " | ".join(cells) + " |")
-    overall = math.exp(sum(map(math.log, verdict)) / len(verdict))
+            vs_memcpy = [ratio(("shm", ws, op, n), ("memcpy", n)) for n in sizes if n >= 1 << 20]
+            vs_gloo = [ratio(("shm", ws, op, n), ("gloo", ws, op, n)) for n in sizes if n >= 16 << 20]
+            vs_mpi = [ratio(("shm", ws, op, n), ("mpi", ws, op, n)) for n in sizes
+                      if BUCKET_RANGE[0] <= n <= BUCKET_RANGE[1]]
+            vs_memcpy, vs_gloo, vs_mpi = ([v for v in xs if v is not None] for xs in (vs_memcpy, vs_gloo, vs_mpi))
+            lines.append(f"| {op} | {ws} | {min(vs_memcpy):.2f} | {min(vs_gloo):.1f} | {geomean(vs_mpi):.2f} |"
+                         if vs_memcpy and vs_gloo else f"| {op} | {ws} | – | – | – |")
     lines.append("")
-    lines.append(f"Over all three collectives and both world sizes, mpi moves {overall:.2f}× the bytes per second "
-                 f"of gloo at bucket sizes.")
+    small = min(sizes)
+    lat = {(b, ws): median([rd[(b, ws, "all_reduce", small)]["time_s"] * 1e6 for rd in rounds
+                            if (b, ws, "all_reduce", small) in rd]) for b, ws in configs}
+    lines.append(f"**Latency** of a {size_name(small)} all_reduce, µs (median over rounds; target ≤ 5 µs for shm at "
+                 "world size 2):\n")
+    lines.append("| " + " | ".join(f"{b} ws={ws}" for b, ws in configs) + " |")
+    lines.append("|" + "---:|" * len(configs))
+    lines.append("| " + " | ".join("–" if lat[c] is None else f"{lat[c]:.1f}" for c in configs) + " |")
     table = "\n".join(lines)
     print(table)
     if args.write:

@@ -24,7 +24,10 @@ fp16 is not supported on your device."): the DeepSpeed fp16 worker overrides tha
 on PyTorch's CPU half kernels.
 
     python3 bench/dp_ddp_zero.py [--build build] [--rounds 3] [--epochs 2] [--limit N]
-        [--only single,ddp,ds2,zt0,zt2] [--no_fp16_log] [--keep DIR] [--write]
+        [--only single,ddp,ds2,zt0,zt2] [--no_fp16_log] [--background_load N] [--keep DIR] [--write]
+
+--background_load N runs N busy processes (a spinning Python loop each) beside every setup,
+for the rows under contention; with --write those go between the dp_ddp_zero_loaded markers.
 
 --only also offers single1: the one process with 1 thread, which tells the cost of the second
 intra-op thread from that of running one process.
@@ -341,8 +344,12 @@ def table(args, setups, results, loads, versions):
     lines = [f"ConvNet (225,034 parameters) on Fashion-MNIST ({n_train} training images, 10,000 test), "
              f"{args.epochs} epochs, global batch {GLOBAL_BATCH} (2 ranks: {GLOBAL_BATCH // WORLD} each), Adam lr {LR:g}, "
              f"fp32, seed {SEED}; {args.rounds} interleaved rounds (order rotated each round), load average at the "
-             f"start of each round {', '.join(f'{l:.2f}' for l in loads)}; zerotrain under `zerotrain launch --backend "
-             f"{args.zt_backend}`, the Python setups on gloo; {cpu_line()}; {versions}", "",
+             f"start of each round {', '.join(f'{l:.2f}' for l in loads)}"
+             + (f", with {args.background_load} busy process(es) beside every setup" if args.background_load else "")
+             + f"; zerotrain under `zerotrain launch --backend "
+             f"{args.zt_backend}`"
+             + (" with ZEROTRAIN_SHM=0" if os.environ.get("ZEROTRAIN_SHM") == "0" else " (shared memory between its ranks)")
+             + f", the Python setups on gloo; {cpu_line()}; {versions}", "",
              f"| setup | processes × threads | s / epoch (median) | "
              f"epoch {', '.join(str(e + 1) for e in range(args.epochs))} (median) | × DDP time | "
              "peak RSS / rank (median) | × DDP RSS | test accuracy |",
@@ -377,6 +384,23 @@ def fp16_block(columns, notes):
     return "\n".join(notes + [""] + out)
 
 
+def run_rounds(args, setups, out_dir, results, loads):
+    """Every setup once per round, in an order rotated by the round."""
+    for r in range(args.rounds):
+        loads.append(os.getloadavg()[0])
+        order = setups[r % len(setups):] + setups[:r % len(setups)]
+        print(f"[round {r + 1}/{args.rounds}] load average {loads[-1]:.2f}; order {', '.join(order)}",
+              file=sys.stderr, flush=True)
+        for s in order:
+            t0 = time.monotonic()
+            res = run_setup(args, s, out_dir, f"{s}-{r}")
+            results[s].append(res)
+            shown = res.get("error") or (f"{', '.join(f'{x:.1f}' for x in res['epoch_s'])} s/epoch, "
+                                         f"{res['rss'] / (1 << 20):.0f} MiB, accuracy {res['accuracy']:.4f}")
+            print(f"[round {r + 1}/{args.rounds}] {SETUPS[s][0]}: {shown} ({time.monotonic() - t0:.0f} s)",
+                  file=sys.stderr, flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -384,6 +408,8 @@ def main():
     ap.add_argument("--zt_backend", default="gloo",
                     help="zerotrain launch --backend: gloo (default, as the Python setups), mpi, or auto")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--background_load", type=int, default=0,
+                    help="busy processes (one spinning thread each) running beside every setup, for the contention rows")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--limit", type=int, help="train on the first N training images only (for a quick try)")
     ap.add_argument("--only", default=DEFAULT_SETUPS, help=f"comma-separated, of {', '.join(SETUPS)}")
@@ -418,19 +444,14 @@ def main():
     out_dir = args.keep or tempfile.mkdtemp(prefix="dp_ddp_zero.")
     os.makedirs(out_dir, exist_ok=True)
     results, loads = {s: [] for s in setups}, []
-    for r in range(args.rounds):
-        loads.append(os.getloadavg()[0])
-        order = setups[r % len(setups):] + setups[:r % len(setups)]
-        print(f"[round {r + 1}/{args.rounds}] load average {loads[-1]:.2f}; order {', '.join(order)}",
-              file=sys.stderr, flush=True)
-        for s in order:
-            t0 = time.monotonic()
-            res = run_setup(args, s, out_dir, f"{s}-{r}")
-            results[s].append(res)
-            shown = res.get("error") or (f"{', '.join(f'{x:.1f}' for x in res['epoch_s'])} s/epoch, "
-                                         f"{res['rss'] / (1 << 20):.0f} MiB, accuracy {res['accuracy']:.4f}")
-            print(f"[round {r + 1}/{args.rounds}] {SETUPS[s][0]}: {shown} ({time.monotonic() - t0:.0f} s)",
-                  file=sys.stderr, flush=True)
+    # A busy core per --background_load: the same for every setup, started before the rounds.
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.background_load)]
+    try:
+        run_rounds(args, setups, out_dir, results, loads)
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
     # rounds were appended in rotated order per setup, so index i is round i for every setup
     versions = {}
     for rs in results.values():
@@ -475,7 +496,9 @@ def main():
         subprocess.run(["rm", "-rf", out_dir])
     if args.write:
         from docs_tables import replace_between_markers
-        replace_between_markers(os.path.join(ROOT, "docs", "benchmarks.md"), "dp_ddp_zero", "\n\n".join(tables))
+        # Rounds under a background load have their own table: the quiet one stays.
+        marker = "dp_ddp_zero_loaded" if args.background_load else "dp_ddp_zero"
+        replace_between_markers(os.path.join(ROOT, "docs", "benchmarks.md"), marker, "\n\n".join(tables))
 
 
 if __name__ == "__main__":

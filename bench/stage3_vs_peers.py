@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """`zerotrain train` at ZeRO stages 0, 2 and 3 against DeepSpeed ZeRO-2/ZeRO-3 (CPU
 accelerator) and PyTorch FSDP2 (fully_shard), all training the built-in GPT (head tied to
-the token embedding) on the same synthetic data with AdamW, fp32, 2 ranks on this machine,
+the token embedding) on the same synthetic data with AdamW, fp32, 2 ranks on this machine
+(--world N for another count),
 one intra-op thread per rank. zerotrain runs on its default backend under `zerotrain launch`
-(MPI, the faster one on one host: docs/benchmarks.md); the Python peers on gloo, the CPU
+(shared memory between its ranks: docs/benchmarks.md); the Python peers on gloo, the CPU
 backend the torch wheel has. The setups run interleaved in each round; the
 tables give medians over rounds, and the median over rounds of each round's ratio of
 zerotrain ZeRO-3 to the setup. A setup that fails (e.g. a stage this build does not
@@ -11,6 +12,10 @@ support) shows as "n/a (error: ...)" and the others go on.
 
     python3 bench/stage3_vs_peers.py [--build build] [--models small,124m] [--rounds 3]
         [--steps N] [--warmup N] [--micro N] [--only zt0,zt2,zt3,ds2,ds3,fsdp2] [--write]
+        [--world N] [--zero JSON] [--zt_env VAR=VALUE,...]
+
+--zero adds keys to every setup's zero_optimization block (bucket sizes, say); --zt_env sets
+variables for zerotrain's ranks (ZEROTRAIN_SHM=0 measures it without shared memory).
 
 The Python peers run with $ZEROTRAIN_HOME/venv/bin/python (scripts/setup.sh makes it) for
 FSDP2, and with $ZEROTRAIN_HOME/bench-venv/bin/python for DeepSpeed: that venv is created
@@ -58,9 +63,12 @@ SETUPS = {  # key: table name
 REFERENCE = "zt3"
 
 
+ZERO_EXTRA = {}  # --zero: keys added to every setup's zero_optimization block
+
+
 def ds_config(stage, micro=None, concrete=False, gas=1, bf16=False, overlap_comm=True):
     """One DeepSpeed config for zerotrain ("auto" filled from the flags) and DeepSpeed (filled here)."""
-    zero = {"stage": stage, "overlap_comm": overlap_comm}
+    zero = {"stage": stage, "overlap_comm": overlap_comm, **ZERO_EXTRA}
     if stage == 3:
         zero["stage3_param_persistence_threshold"] = 0
     auto = lambda v: v if concrete else "auto"  # noqa: E731
@@ -191,7 +199,8 @@ def run_zerotrain(args, model, stage, micro, warmup, steps, out_dir, tag):
            "--max_grad_norm", "0", "--max_steps", str(warmup + steps), "--logging_steps", str(warmup),
            "--seed", str(SEED), "--metrics_file", metrics, "--overwrite_output_dir"] + (["--bf16"] if args.bf16 else [])
     with open(logfile, "w") as log:
-        code = run_group([cmd], [dict(os.environ, OMP_NUM_THREADS="1")], log, args.timeout)
+        extra = dict(kv.split("=", 1) for kv in args.zt_env.split(",") if kv)
+        code = run_group([cmd], [dict(os.environ, OMP_NUM_THREADS="1", **extra)], log, args.timeout)
     if code != 0:
         return dict(error=f"exit {code}: {first_error_line(open(logfile).read())}")
     rows = [json.loads(l) for l in open(metrics) if l.strip()]
@@ -210,7 +219,8 @@ def run_python(args, setup, model, micro, warmup, steps, out_dir, tag):
     port = free_port()
     cmd = [python, os.path.abspath(__file__), "--worker", setup, "--model_config", MODELS[model][0],
            "--micro", str(micro), "--warmup", str(warmup), "--steps", str(steps), "--out", out,
-           "--gas", str(args.gas)] + (["--bf16"] if args.bf16 else []) + (["--no_overlap"] if args.no_overlap else [])
+           "--gas", str(args.gas), "--zero", args.zero] + (["--bf16"] if args.bf16 else []) + \
+        (["--no_overlap"] if args.no_overlap else [])
     envs = [dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r), LOCAL_RANK=str(r),
                  WORLD_SIZE=str(WORLD), LOCAL_WORLD_SIZE=str(WORLD), OMP_NUM_THREADS="1", DS_ACCELERATOR="cpu",
                  PYTHONUNBUFFERED="1") for r in range(WORLD)]
@@ -265,7 +275,7 @@ def table(model, setups, results, micro, warmup, steps, rounds, versions, gas=1,
              f"n_embd {cfg['n_embd']}, vocab {cfg['vocab_size']}, {cfg['block_size']} tokens): "
              f"{WORLD} ranks x micro-batch {micro}" + (f" x {gas} accumulation steps" if gas > 1 else "") +
              f", {warmup} warm-up + {steps} timed steps, {'bf16' if bf16 else 'fp32'}, AdamW lr {LR:g}, "
-             f"zerotrain on its default backend (MPI), the Python peers on gloo (the CPU backend the torch wheel "
+             f"zerotrain on its default backend (shared memory), the Python peers on gloo (the CPU backend the torch wheel "
              f"has), 1 thread per rank, {rounds} interleaved rounds; {cpu_line()}; {versions}", "",
              "| setup | samples/s (median) | peak RSS / rank, MiB (median) | zerotrain ZeRO-3 speed ÷ it | "
              "zerotrain ZeRO-3 RSS ÷ it | loss after warm-up → last |",
@@ -311,12 +321,17 @@ def table(model, setups, results, micro, warmup, steps, rounds, versions, gas=1,
 
 
 def main():
+    global WORLD
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--zerotrain", help="the zerotrain binary (default: BUILD/tools/zerotrain)")
     ap.add_argument("--gas", type=int, default=1, help="gradient accumulation steps (a timed step is one optimizer step)")
     ap.add_argument("--bf16", action="store_true", help="bf16 instead of fp32 (zerotrain --bf16, DeepSpeed bf16.enabled)")
     ap.add_argument("--no_overlap", action="store_true", help="zero_optimization.overlap_comm false (default true)")
+    ap.add_argument("--world", type=int, default=WORLD, help="ranks per setup (all on this host)")
+    ap.add_argument("--zero", default="{}", help="JSON object of keys added to every zero_optimization block, "
+                    "e.g. '{\"reduce_bucket_size\": 5e7}'")
+    ap.add_argument("--zt_env", default="", help="VAR=VALUE,... set for zerotrain's ranks, e.g. ZEROTRAIN_SHM=0")
     ap.add_argument("--models", default="small,124m", help=f"comma-separated, of {', '.join(MODELS)}")
     ap.add_argument("--only", default=",".join(SETUPS), help=f"comma-separated, of {', '.join(SETUPS)}")
     ap.add_argument("--rounds", type=int, default=3)
@@ -332,8 +347,11 @@ def main():
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
+        ZERO_EXTRA.update(json.loads(args.zero))
         return worker(args)
     args.zerotrain = args.zerotrain or os.path.join(args.build, "tools", "zerotrain")
+    WORLD = args.world
+    ZERO_EXTRA.update(json.loads(args.zero))
 
     models = [m for m in args.models.split(",") if m]
     setups = [s for s in args.only.split(",") if s]
