@@ -46,7 +46,8 @@ class GlooBackend final : public C10dBackend<c10d::ProcessGroupGloo> {
     master_addr_ = parent.master_addr_;
     timeout_ = parent.timeout_;
     connect(prefix);
-    // The subgroup's progress is the parent's: a timeout names the job's ranks.
+    // Its own board, under the prefix. The shared-memory backend names missing ranks from the
+    // job's board, so a cross-host timeout still names the job's ranks.
     board_ = make_store_board(c10::make_intrusive<c10d::PrefixStore>(prefix, store_), rank_, world_size_);
   }
 

@@ -154,8 +154,8 @@ class MpiBackend final : public Backend {
     board_ = make_store_board(store, rank_, world_size_);
   }
 
-  // Member of a subgroup: `comm` from MPI_Comm_split, the parent's store and board (the
-  // board names the job's ranks when a collective of the subgroup times out).
+  // Member of a subgroup: `comm` from MPI_Comm_split, and a board of its own in the parent's
+  // store under a prefix (the shared-memory backend names missing ranks from the job's).
   MpiBackend(MPI_Comm comm, c10::intrusive_ptr<c10d::Store> store, int board_rank, int board_size) : comm_(comm) {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
