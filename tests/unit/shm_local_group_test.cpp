@@ -628,14 +628,8 @@ void wait_joined(Reports& reports, int n) {
   }
 }
 
-TEST(ShmLocalGroup, AKilledMemberIsNamedByTheOthersWithinASecond) {
-  const int size = 3;
-  TempDir dir;
-  Reports reports(size);
-  LocalGroupOptions options;
-  options.timeout = 30s;   // far longer than the test may take: the death must be noticed itself
-  options.slot_bytes = 8192;
-  options.job_ranks = {10, 11, 12};
+// `size` forked members that join over `dir` and loop on collectives; returns once all joined.
+std::vector<pid_t> spawn_looping_group(const TempDir& dir, Reports& reports, int size, const LocalGroupOptions& options) {
   std::vector<pid_t> pids;
   for (int rank = 0; rank < size; ++rank) {
     pids.push_back(spawn(reports[rank], [&, rank] {
@@ -644,6 +638,18 @@ TEST(ShmLocalGroup, AKilledMemberIsNamedByTheOthersWithinASecond) {
     }));
   }
   wait_joined(reports, size);
+  return pids;
+}
+
+TEST(ShmLocalGroup, AKilledMemberIsNamedByTheOthersWithinASecond) {
+  const int size = 3;
+  TempDir dir;
+  Reports reports(size);
+  LocalGroupOptions options;
+  options.timeout = 30s;   // far longer than the test may take: the death must be noticed itself
+  options.slot_bytes = 8192;
+  options.job_ranks = {10, 11, 12};
+  const std::vector<pid_t> pids = spawn_looping_group(dir, reports, size, options);
   std::this_thread::sleep_for(200ms);   // well inside the stream of collectives
   const int64_t killed_ns = now_ns();
   ::kill(pids[2], SIGKILL);
@@ -709,14 +715,7 @@ TEST(ShmLocalGroup, NothingIsLeftWhenEveryMemberIsKilledInACollective) {
   LocalGroupOptions options;
   options.timeout = 30s;
   options.slot_bytes = 8192;
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < size; ++rank) {
-    pids.push_back(spawn(reports[rank], [&, rank] {
-      auto group = LocalGroup::join(file_exchange(dir.path, options.timeout), rank, size, options);
-      return loop_collectives(*group, reports[rank]);
-    }));
-  }
-  wait_joined(reports, size);
+  const std::vector<pid_t> pids = spawn_looping_group(dir, reports, size, options);
   std::this_thread::sleep_for(100ms);
   const std::string name = segment_name(dir.path);
   ASSERT_NE(name, "");
