@@ -41,13 +41,14 @@ const char* precision_block(ze::Precision precision) {
   return "";
 }
 
-// Each net trained two steps by an engine of its own rank (threads); each rank's model state bytes.
+// Each net trained six steps by an engine of its own rank (threads), enough for the stage-2/3
+// staging pool to settle (stages/plan.h); each rank's model state bytes.
 template <class Net>
-std::vector<zerotrain::ModelStateBytes> train_two_steps(std::vector<Net>& nets, const zerotrain::Config& config) {
+std::vector<zerotrain::ModelStateBytes> train_steps(std::vector<Net>& nets, const zerotrain::Config& config) {
   std::vector<zerotrain::ModelStateBytes> measured(nets.size());
   const auto errors = run_ranks(static_cast<int>(nets.size()), [&](int r, zerotrain::comm::Communicator& comm) {
     auto engine = zerotrain::initialize(nets[r].ptr(), config, {.comm = comm});
-    for (int step = 0; step < 2; ++step) {
+    for (int step = 0; step < 6; ++step) {
       auto x = torch::ones({4, 8}).to(engine.model_dtype());
       engine.backward(nets[r]->forward(x).to(torch::kFloat).pow(2).mean());
       engine.step();
@@ -84,7 +85,7 @@ TEST_P(EstimateMatchesEngine, ModelStateBytesPerRank) {
   setup.overlap_comm = c.overlap;
   const ze::ModelShape shape = zerotrain::models::shape_of(*nets[0], "parity net");
   const int64_t predicted = ze::estimate(shape, setup).model_states();
-  const auto measured = train_two_steps(nets, config);
+  const auto measured = train_steps(nets, config);
   EXPECT_EQ(predicted, std::max(measured[0].total(), measured[1].total()))
       << "rank 0 " << measured[0].total() << ", rank 1 " << measured[1].total();
 }
@@ -131,7 +132,7 @@ TEST_P(EstimateMatchesEngineStage3, ModelStateBytesAndGatheredPerRank) {
   setup.param_persistence_threshold = 0;
   const ze::ModelShape shape = zerotrain::models::shape_of(*nets[0], "sharded parity net");
   const ze::Breakdown predicted = ze::estimate(shape, setup);
-  const auto measured = train_two_steps(nets, config);
+  const auto measured = train_steps(nets, config);
   EXPECT_EQ(predicted.model_states(), std::max(measured[0].total(), measured[1].total()))
       << "rank 0 " << measured[0].total() << ", rank 1 " << measured[1].total();
   EXPECT_EQ(predicted.gathered, measured[0].gathered_peak);
@@ -233,7 +234,7 @@ TEST_P(EstimateMatchesEngineOffload, ModelStateAndDiskBytesPerRank) {
       for (auto& p : nets.back()->unused->parameters()) p.set_requires_grad(false);
     }
     predicted = ze::estimate(zerotrain::models::shape_of(*nets[0], "sharded parity net"), setup);
-    measured = train_two_steps(nets, config);
+    measured = train_steps(nets, config);
     EXPECT_EQ(predicted.gathered, measured[0].gathered_peak);
   } else {
     std::vector<ParityNet> nets;
@@ -242,7 +243,7 @@ TEST_P(EstimateMatchesEngineOffload, ModelStateAndDiskBytesPerRank) {
       for (auto& p : nets.back()->unused->parameters()) p.set_requires_grad(false);
     }
     predicted = ze::estimate(zerotrain::models::shape_of(*nets[0], "parity net"), setup);
-    measured = train_two_steps(nets, config);
+    measured = train_steps(nets, config);
   }
   ASSERT_EQ(measured.size(), 2u);
   const auto& m0 = measured[0];

@@ -42,7 +42,7 @@ void EngineState::install_hooks() {
   // the compute stream then), which keeps one staging buffer alive. With it, at most two
   // buckets are in flight, as DeepSpeed's double ipg buffers: stage 2 must not hold every
   // bucket's full gradients until the end of backward.
-  const size_t max_in_flight = overlap_comm ? 2 : 0;
+  const size_t max_in_flight = stages::reductions_in_flight(overlap_comm);
   reducer = std::make_unique<stages::BucketReducer>(
       std::move(params_per_bucket), max_in_flight,
       [this](size_t g, size_t b) { return stage->reduce_bucket(groups[g], b); }, &meter);

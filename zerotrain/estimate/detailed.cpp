@@ -27,11 +27,11 @@ int64_t accum_bytes(const Setup& s) {
   return bytes_of(s.precision);
 }
 
-// The staging bytes alive at once while buckets are reduced (engine/grad_sync.cpp): each
-// bucket's buffer lives from when it starts filling until its reduction is finished; with
-// overlap_comm two reductions stay in flight while the next bucket fills.
+// The conversion bytes alive at once while stages 0-1 reduce buckets accumulated in another
+// dtype (engine/grad_sync.cpp): each lives from its launch until its reduction is finished;
+// with overlap_comm two reductions stay in flight while the next bucket fills.
 int64_t staging_peak(const partition::GroupLayout& layout, int64_t element_bytes, bool overlap) {
-  const size_t window = overlap ? 3 : 1;
+  const size_t window = stages::staging_buffers_kept(overlap);
   const auto& buckets = layout.buckets();
   int64_t peak = 0;
   for (size_t b = 0; b < buckets.size(); ++b) {
@@ -108,15 +108,19 @@ Breakdown rank_states(const ModelShape& model, const Setup& s, int rank) {
   b.params = params_numel * p;
   b.gathered = rl.gathered_numel * p;   // a unit is gathered whole while it computes, with those prefetched or kept
   b.grads = (plan.grad_full_numel + plan.grad_shard_numel) * a;   // the gradient shard stays in memory, offload or not
-  // Buckets: staged in the communication dtype by a stage that keeps no full gradients, or
-  // when they accumulate in another dtype than they travel in.
-  const int64_t staging = plan.stages_every_bucket || a != c ? staging_peak(layout, c, s.overlap_comm) : 0;
+  // Buckets: staged in the communication dtype by a stage that keeps no full gradients
+  // (in buffers it keeps across steps, stages/staging_pool.h: they coexist with the step's
+  // own), or, for a moment, when they accumulate in another dtype than they travel in.
+  std::vector<int64_t> bucket_numels;
+  for (const auto& bucket : layout.buckets()) bucket_numels.push_back(bucket.flat.numel);
+  const int64_t kept = plan.stages_every_bucket ? stages::simulate_staging_peak(bucket_numels, s.overlap_comm) * c : 0;
+  const int64_t staging = !plan.stages_every_bucket && a != c ? staging_peak(layout, c, s.overlap_comm) : 0;
   switch (s.offload_optimizer) {
     case Offload::kNone: {
       b.master = plan.master_numel * kFp32;
       b.optimizer = plan.optimizer_numel * kAdamBytes;
       // The step converts 16-bit gradients to fp32 once (engine.cpp unscaled_fp32_gradients).
-      b.buffers = std::max(staging, plan.step_copy_numel * kFp32);
+      b.buffers = kept + std::max(staging, plan.step_copy_numel * kFp32);
       break;
     }
     case Offload::kCpu: {
@@ -124,7 +128,7 @@ Breakdown rank_states(const ModelShape& model, const Setup& s, int rank) {
       // gradients in their own dtype: no fp32 copy.
       b.master = shard * kFp32;
       b.optimizer = shard * kAdamBytes;
-      b.buffers = staging;
+      b.buffers = kept + staging;
       b.host += b.master + b.optimizer;
       break;
     }
@@ -132,7 +136,7 @@ Breakdown rank_states(const ModelShape& model, const Setup& s, int rank) {
       // Master and moments in swap files; a few sub-groups of them in memory at a time.
       const int64_t sub_group = sub_group_numel(s.sub_group_size, shard);
       const int64_t swap_buffers = nvme_optimizer_buffer_bytes({s.buffer_count, s.pipeline_read, s.pipeline_write}, sub_group);
-      b.buffers = staging + swap_buffers;
+      b.buffers = kept + staging + swap_buffers;
       b.host += swap_buffers;
       b.disk += nvme_optimizer_disk_bytes(shard, sub_group);
       break;

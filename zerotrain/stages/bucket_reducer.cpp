@@ -67,7 +67,7 @@ void BucketReducer::finish_oldest(std::size_t count) {
         r.write_back.copy_(r.result);
       }
     }
-    if (r.keep_alive.defined()) meter_->release(r.keep_alive);
+    settle(r);
     in_flight_.pop_front();
   }
 }
@@ -82,8 +82,13 @@ void BucketReducer::abandon() noexcept {
   } catch (...) {
     // The caller rethrows the first error; these reductions have ended either way.
   }
+  for (PendingReduce& r : in_flight_) settle(r);
   in_flight_.clear();
-  meter_->reset_now();
+}
+
+void BucketReducer::settle(PendingReduce& r) noexcept {
+  if (r.keep_alive.defined()) meter_->release(r.keep_alive);
+  if (r.done) r.done();
 }
 
 }  // namespace zerotrain::stages

@@ -26,6 +26,7 @@ struct PendingReduce {
   at::Tensor write_back;
   bool accumulate = false;
   at::Tensor keep_alive;   // a buffer the backend reads, tracked by the StagingMeter
+  std::function<void()> done;   // once the reduction is over (or abandoned): the stage takes its buffers back
 };
 
 class BucketReducer {
@@ -53,6 +54,8 @@ class BucketReducer {
   void launch_ready();
   void finish_oldest(std::size_t count);
   void abandon() noexcept;
+  // A finished reduction's buffers go back: the meter's count, the stage's pool.
+  void settle(PendingReduce& r) noexcept;
 
   std::vector<std::vector<int>> params_per_bucket_;
   std::vector<std::vector<int>> pending_;   // per bucket: parameters still to arrive

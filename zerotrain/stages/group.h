@@ -30,6 +30,10 @@ struct GroupState {
   at::Tensor master;
   at::Tensor grad_shard;  // (shard_numel,) accumulation dtype, stages 1-2: the reduced gradients of `master`
   std::vector<at::Tensor> staging;   // per bucket: (bucket numel,) comm dtype while it fills (stage 2)
+  std::vector<at::Tensor> staging_lent;   // per bucket: the pool's buffer `staging` is a view of
+  // Per bucket: its chunk of `grad_shard` holds zeros (no reduction since the gradients were
+  // zeroed), so the next reduction can write there instead of adding a result.
+  std::vector<bool> shard_chunk_zero;
   std::vector<bool> arrived;         // per parameter, in this backward
   at::Tensor client_param;           // with a client optimizer: a leaf alias of the weights it steps
   // Optimizer offload (zerotrain/offload/): the step wrote this rank's updated weights into

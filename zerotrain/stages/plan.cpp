@@ -1,5 +1,10 @@
 #include "zerotrain/stages/plan.h"
 
+#include <algorithm>
+#include <deque>
+
+#include "zerotrain/stages/buffer_pool.h"
+
 namespace zerotrain::stages {
 
 GroupPlan plan_group(const StageTraits& stage, const partition::GroupLayout& layout, const PlanDtypes& dtypes,
@@ -16,6 +21,44 @@ GroupPlan plan_group(const StageTraits& stage, const partition::GroupLayout& lay
   p.stages_every_bucket = stage.shards_gradients;
   p.step_copy_numel = dtypes.accum_is_fp32 ? 0 : (stage.shards_optimizer ? shard : full);
   return p;
+}
+
+namespace {
+struct Size {
+  int64_t n;
+  int64_t numel() const { return n; }
+};
+}  // namespace
+
+int64_t simulate_staging_peak(const std::vector<int64_t>& bucket_numels, bool overlap_comm) {
+  BufferPool<Size> pool(staging_buffers_kept(overlap_comm));
+  int64_t held = 0, peak = 0;
+  const auto make = [&](int64_t n) {
+    held += n;
+    peak = std::max(peak, held);
+    return Size{n};
+  };
+  const auto dropped = [&](const Size& s) { held -= s.n; };
+  // As engine/grad_sync.cpp runs them: bucket k's buffer is taken when it starts filling,
+  // then it launches and the oldest reductions beyond those allowed in flight finish. The
+  // pool settles after a few backwards: once one leaves it as the one before did, every
+  // later backward repeats it.
+  std::vector<int64_t> before;
+  for (int backward = 0; backward < 64; ++backward) {
+    std::deque<Size> in_flight;
+    for (int64_t n : bucket_numels) {
+      in_flight.push_back(pool.take(n, make, dropped));
+      while (in_flight.size() > reductions_in_flight(overlap_comm)) {
+        pool.give_back(in_flight.front(), dropped);
+        in_flight.pop_front();
+      }
+    }
+    for (const Size& s : in_flight) pool.give_back(s, dropped);
+    std::vector<int64_t> after = pool.spare_numels();
+    if (backward > 0 && after == before) break;
+    before = std::move(after);
+  }
+  return peak;
 }
 
 }  // namespace zerotrain::stages

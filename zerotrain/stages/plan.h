@@ -3,7 +3,9 @@
 // two cannot drift apart (estimate_engine_test checks them to the byte).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "zerotrain/partition/layout.h"
 #include "zerotrain/stages/traits.h"
@@ -34,5 +36,15 @@ struct GroupPlan {
 // `resident_numel`: at stage 3, the elements of the unit that stays gathered (stages/unit_plan.h).
 GroupPlan plan_group(const StageTraits& stage, const partition::GroupLayout& layout, const PlanDtypes& dtypes,
                      int64_t resident_numel = 0);
+
+// Gradient reductions in flight at once: two with overlap_comm (DeepSpeed's double ipg
+// buffers), none without (a bucket is finished before backward goes on).
+inline std::size_t reductions_in_flight(bool overlap_comm) { return overlap_comm ? 2 : 0; }
+// Stage 2-3 staging buffers that may exist at once: those in flight and the bucket filling.
+inline std::size_t staging_buffers_kept(bool overlap_comm) { return reductions_in_flight(overlap_comm) + 1; }
+
+// The most staging elements a stage 2-3 engine holds (lent or kept, buffer_pool.h) over
+// backwards that fill and reduce buckets of `bucket_numels` in that order, one at a time.
+int64_t simulate_staging_peak(const std::vector<int64_t>& bucket_numels, bool overlap_comm);
 
 }  // namespace zerotrain::stages

@@ -74,33 +74,54 @@ PendingReduce Stage1::reduce_bucket(GroupState& g, std::size_t bucket) {
 }
 
 // Stage 2: a bucket's gradients are staged in the wire's dtype, reduce-scattered in every
-// backward and accumulated into this rank's shard; the full gradients go at once.
+// backward and accumulated into this rank's shard; the full gradients go at once. Staging
+// buffers come from a pool kept across steps (staging_pool.h): each parameter's range is
+// written (its gradient, or zeros when it had none), so a reused buffer needs no zeroing.
+Stage2::Stage2(StageTraits traits, StageContext context)
+    : ShardedStage(traits, std::move(context)),
+      pool_(staging_buffers_kept(ctx_.zero != nullptr && ctx_.zero->effective_overlap_comm()), ctx_.meter) {}
+
 at::Tensor& Stage2::staging_for(GroupState& g, std::size_t bucket) {
   at::Tensor& buffer = g.staging[bucket];
   if (!buffer.defined()) {
-    buffer = ctx_.meter->track(at::zeros({g.layout.buckets()[bucket].flat.numel}, g.options(ctx_.dtypes.comm)));
+    StagingPool::Loan loan = pool_.take(g.layout.buckets()[bucket].flat.numel, g.options(ctx_.dtypes.comm));
+    buffer = std::move(loan.buffer);
+    g.staging_lent[bucket] = std::move(loan.lent);
   }
   return buffer;
 }
 
-void Stage2::on_gradient(GroupState& g, std::size_t param, const at::Tensor& grad) {
+at::Tensor Stage2::staged_range(GroupState& g, std::size_t param) {
   const partition::Range where = g.layout.param(param);
   const std::size_t b = g.layout.bucket_of(param);
-  staging_for(g, b).narrow(0, where.offset - g.layout.buckets()[b].flat.offset, where.numel).copy_(grad.reshape(-1));
+  return staging_for(g, b).narrow(0, where.offset - g.layout.buckets()[b].flat.offset, where.numel);
 }
 
-void Stage2::on_unused(GroupState& g, std::size_t param) { staging_for(g, g.layout.bucket_of(param)); }
+void Stage2::on_gradient(GroupState& g, std::size_t param, const at::Tensor& grad) {
+  staged_range(g, param).copy_(grad.reshape(-1));
+}
+
+void Stage2::on_unused(GroupState& g, std::size_t param) { staged_range(g, param).zero_(); }
 
 PendingReduce Stage2::reduce_bucket(GroupState& g, std::size_t bucket) {
   const partition::Bucket& b = g.layout.buckets()[bucket];
   PendingReduce r;
-  r.keep_alive = std::move(g.staging[bucket]);
+  const at::Tensor input = std::move(g.staging[bucket]);
   g.staging[bucket] = at::Tensor();
-  const comm::ReduceOp op = prepare_average(r.keep_alive);
-  r.result = at::empty({b.chunk.numel}, g.options(ctx_.dtypes.comm));
-  r.write_back = g.grad_shard.narrow(0, b.shard_offset, b.chunk.numel);
-  r.accumulate = true;   // over the micro-steps of an accumulation
-  r.work = ctx_.comm.reduce_scatter(r.keep_alive, r.result, op);
+  r.done = [this, lent = std::move(g.staging_lent[bucket])]() mutable { pool_.give_back(std::move(lent)); };
+  g.staging_lent[bucket] = at::Tensor();
+  const comm::ReduceOp op = prepare_average(input);
+  const at::Tensor out = g.grad_shard.narrow(0, b.shard_offset, b.chunk.numel);
+  if (g.shard_chunk_zero[bucket] && out.scalar_type() == input.scalar_type()) {
+    // The first reduction since the gradients were zeroed: straight into the shard.
+    r.work = ctx_.comm.reduce_scatter(input, out, op);
+  } else {
+    r.result = at::empty({b.chunk.numel}, g.options(ctx_.dtypes.comm));
+    r.write_back = out;
+    r.accumulate = !g.shard_chunk_zero[bucket];   // over the micro-steps of an accumulation
+    r.work = ctx_.comm.reduce_scatter(input, r.result, op);
+  }
+  g.shard_chunk_zero[bucket] = false;
   return r;
 }
 

@@ -1,6 +1,8 @@
 #include "zerotrain/stages/stage.h"
 
 #include <ATen/ATen.h>
+
+#include <algorithm>
 #include <c10/core/GradMode.h>
 
 #include "zerotrain/core/error.h"
@@ -39,6 +41,8 @@ void Stage::allocate(GroupState& g) {
                                     {d.half(), d.accum == at::kFloat, d.accum == d.comm});
   g.arrived.assign(g.params.size(), false);
   g.staging.resize(g.layout.buckets().size());
+  g.staging_lent.resize(g.layout.buckets().size());
+  g.shard_chunk_zero.assign(g.layout.buckets().size(), true);
   if (plan.grad_full_numel > 0) g.grad_full = at::zeros({plan.grad_full_numel}, g.options(d.accum));
   if (plan.grad_shard_numel > 0) g.grad_shard = at::zeros({plan.grad_shard_numel}, g.options(d.accum));
   if (plan.master_numel > 0 && !ctx_.master_offloaded) {
@@ -60,6 +64,7 @@ void Stage::copy_shard_weights(GroupState& g, int64_t offset, const at::Tensor& 
 void Stage::zero_gradients(GroupState& g) {
   if (g.grad_full.defined()) g.grad_full.zero_();
   if (g.grad_shard.defined()) g.grad_shard.zero_();
+  std::fill(g.shard_chunk_zero.begin(), g.shard_chunk_zero.end(), true);
 }
 
 void Stage::end_user_gather(std::vector<GroupState>& groups, const std::vector<int>&, std::optional<int> modifier_rank) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "zerotrain/stages/stage.h"
+#include "zerotrain/stages/staging_pool.h"
 
 namespace zerotrain::stages {
 
@@ -41,13 +42,17 @@ class Stage1 final : public ShardedStage {
 
 class Stage2 : public ShardedStage {
  public:
-  using ShardedStage::ShardedStage;
+  Stage2(StageTraits traits, StageContext context);
   void on_gradient(GroupState& g, std::size_t param, const at::Tensor& grad) override;
   void on_unused(GroupState& g, std::size_t param) override;
   PendingReduce reduce_bucket(GroupState& g, std::size_t bucket) override;
 
  protected:
   at::Tensor& staging_for(GroupState& g, std::size_t bucket);
+
+ private:
+  at::Tensor staged_range(GroupState& g, std::size_t param);
+  StagingPool pool_;
 };
 
 }  // namespace zerotrain::stages

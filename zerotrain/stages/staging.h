@@ -20,7 +20,6 @@ class StagingMeter {
   void release(const at::Tensor& buffer) { now_nbytes_ -= static_cast<int64_t>(buffer.nbytes()); }
   // A buffer alive only inside one call, on top of what is tracked now.
   void note_temporary(int64_t nbytes) { peak_nbytes_ = std::max(peak_nbytes_, now_nbytes_ + nbytes); }
-  void reset_now() { now_nbytes_ = 0; }
   int64_t peak_nbytes() const { return peak_nbytes_; }
 
  private:
