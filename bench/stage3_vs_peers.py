@@ -195,7 +195,7 @@ def run_zerotrain(args, model, stage, micro, warmup, steps, out_dir, tag):
     cmd = [zt, "launch", "--nproc_per_node", str(WORLD), "--", zt, "train", "--model", "gpt",
            "--model_config", MODELS[model][0], "--dataset", "synthetic", "--deepspeed", config,
            "--per_device_train_batch_size", str(micro), "--gradient_accumulation_steps", str(args.gas),
-           "--learning_rate", str(LR), "--weight_decay", "0",
+           "--learning_rate", str(LR), "--lr_scheduler_type", "constant", "--weight_decay", "0",
            "--max_grad_norm", "0", "--max_steps", str(warmup + steps), "--logging_steps", str(warmup),
            "--seed", str(SEED), "--metrics_file", metrics, "--overwrite_output_dir"] + (["--bf16"] if args.bf16 else [])
     with open(logfile, "w") as log:
@@ -219,7 +219,7 @@ def run_python(args, setup, model, micro, warmup, steps, out_dir, tag):
     port = free_port()
     cmd = [python, os.path.abspath(__file__), "--worker", setup, "--model_config", MODELS[model][0],
            "--micro", str(micro), "--warmup", str(warmup), "--steps", str(steps), "--out", out,
-           "--gas", str(args.gas), "--zero", args.zero] + (["--bf16"] if args.bf16 else []) + \
+           "--gas", str(args.gas), "--zero", args.zero, "--world", str(WORLD)] + (["--bf16"] if args.bf16 else []) + \
         (["--no_overlap"] if args.no_overlap else [])
     envs = [dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r), LOCAL_RANK=str(r),
                  WORLD_SIZE=str(WORLD), LOCAL_WORLD_SIZE=str(WORLD), OMP_NUM_THREADS="1", DS_ACCELERATOR="cpu",
@@ -346,11 +346,11 @@ def main():
     ap.add_argument("--model_config", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    WORLD = args.world   # a worker's too: its DeepSpeed config's train_batch_size counts the ranks
     if args.worker:
         ZERO_EXTRA.update(json.loads(args.zero))
         return worker(args)
     args.zerotrain = args.zerotrain or os.path.join(args.build, "tools", "zerotrain")
-    WORLD = args.world
     ZERO_EXTRA.update(json.loads(args.zero))
 
     models = [m for m in args.models.split(",") if m]

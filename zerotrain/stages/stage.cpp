@@ -1,9 +1,9 @@
 #include "zerotrain/stages/stage.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
-#include <c10/core/GradMode.h>
 
 #include "zerotrain/core/error.h"
 
