@@ -2,9 +2,11 @@
 // StagingPool (staging_pool.h) lends tensors by it; the estimator runs the same policy over
 // sizes (plan.h, simulate_staging_peak), so the two count the same bytes.
 //
-// At most `kept` buffers are kept, lent or spare (as many buckets as are alive at once when
-// they fill in order; one that finds every kept buffer lent gets a new one, let go after). A request takes the smallest spare that is large enough; if none is, spares go,
-// smallest first, until the new buffer fits under the count, and a new one is made.
+// At most `kept` buffers are kept, lent or spare: as many as buckets alive at once when they
+// fill in order. A request takes the smallest spare that is large enough; if none is, spares
+// go, smallest first, until a new buffer fits under the count, and a new one is made. A
+// request that finds every kept buffer lent (buckets filling out of order) gets a new one
+// too, let go when it comes back.
 #pragma once
 
 #include <algorithm>
