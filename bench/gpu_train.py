@@ -6,7 +6,7 @@ embedding) on the same synthetic data with AdamW at a constant learning rate, in
 The setups run interleaved in each round; the table gives medians over rounds and the median
 of each round's ratios: samples/s, the CUDA caching allocator's peak allocated bytes, and the
 time from starting the process to the end of its first optimizer step (library loading,
-CUDA start-up, the model, the engine, DeepSpeed's JIT op builds). The targets (issue 16):
+CUDA start-up, the model, the engine, DeepSpeed's JIT op builds). The targets:
 zerotrain ZeRO-0 >= 0.95x PyTorch eager's samples/s; zerotrain >= 1.1x DeepSpeed's samples/s
 at every stage at no more GPU memory; a first step far sooner than DeepSpeed's.
 

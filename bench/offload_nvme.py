@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""NVMe optimizer offload (issue 15): the optimizer step against the disk's bound, and against
+"""NVMe optimizer offload: the optimizer step against the disk's bound, and against
 DeepSpeed's NVMe offload on the same model and config.
 
 The model is the built-in GPT made wide and shallow, with few tokens per step (by
