@@ -10,6 +10,7 @@
 
 #include "zerotrain/optim/flat_optimizer.h"
 #include "zerotrain/partition/layout.h"
+#include "zerotrain/stages/staging_pool.h"
 
 namespace zerotrain::stages {
 
@@ -29,8 +30,9 @@ struct GroupState {
   // it at stage 0 in half precision; unset at stage 0 in fp32 (the optimizer steps `flat`).
   at::Tensor master;
   at::Tensor grad_shard;  // (shard_numel,) accumulation dtype, stages 1-2: the reduced gradients of `master`
-  std::vector<at::Tensor> staging;   // per bucket: (bucket numel,) comm dtype while it fills (stage 2)
-  std::vector<at::Tensor> staging_lent;   // per bucket: the pool's buffer `staging` is a view of
+  // Per bucket, while it fills (stages 2-3): its (bucket numel,) buffer in the comm dtype,
+  // lent by the stage's pool.
+  std::vector<StagingPool::Loan> staging;
   // Per bucket: its chunk of `grad_shard` holds zeros (no reduction since the gradients were
   // zeroed), so the next reduction can write there instead of adding a result.
   std::vector<bool> shard_chunk_zero;

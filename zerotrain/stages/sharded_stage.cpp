@@ -3,6 +3,8 @@
 // updated chunks are all-gathered back into everyone's parameters.
 #include <ATen/ATen.h>
 
+#include <utility>
+
 #include "zerotrain/stages/stage_impls.h"
 
 namespace zerotrain::stages {
@@ -82,13 +84,9 @@ Stage2::Stage2(StageTraits traits, StageContext context)
       pool_(staging_buffers_kept(ctx_.zero != nullptr && ctx_.zero->effective_overlap_comm()), ctx_.meter) {}
 
 at::Tensor& Stage2::staging_for(GroupState& g, std::size_t bucket) {
-  at::Tensor& buffer = g.staging[bucket];
-  if (!buffer.defined()) {
-    StagingPool::Loan loan = pool_.take(g.layout.buckets()[bucket].flat.numel, g.options(ctx_.dtypes.comm));
-    buffer = std::move(loan.buffer);
-    g.staging_lent[bucket] = std::move(loan.lent);
-  }
-  return buffer;
+  StagingPool::Loan& loan = g.staging[bucket];
+  if (!loan.buffer.defined()) loan = pool_.take(g.layout.buckets()[bucket].flat.numel, g.options(ctx_.dtypes.comm));
+  return loan.buffer;
 }
 
 at::Tensor Stage2::staged_range(GroupState& g, std::size_t param) {
@@ -106,10 +104,9 @@ void Stage2::on_unused(GroupState& g, std::size_t param) { staged_range(g, param
 PendingReduce Stage2::reduce_bucket(GroupState& g, std::size_t bucket) {
   const partition::Bucket& b = g.layout.buckets()[bucket];
   PendingReduce r;
-  const at::Tensor input = std::move(g.staging[bucket]);
-  g.staging[bucket] = at::Tensor();
-  r.done = [this, lent = std::move(g.staging_lent[bucket])]() mutable { pool_.give_back(std::move(lent)); };
-  g.staging_lent[bucket] = at::Tensor();
+  StagingPool::Loan loan = std::exchange(g.staging[bucket], {});
+  const at::Tensor input = loan.buffer;
+  r.done = [this, lent = std::move(loan.lent)]() mutable { pool_.give_back(std::move(lent)); };
   const comm::ReduceOp op = prepare_average(input);
   const at::Tensor out = g.grad_shard.narrow(0, b.shard_offset, b.chunk.numel);
   if (g.shard_chunk_zero[bucket] && out.scalar_type() == input.scalar_type()) {

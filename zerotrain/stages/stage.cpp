@@ -41,7 +41,6 @@ void Stage::allocate(GroupState& g) {
                                     {d.half(), d.accum == at::kFloat, d.accum == d.comm});
   g.arrived.assign(g.params.size(), false);
   g.staging.resize(g.layout.buckets().size());
-  g.staging_lent.resize(g.layout.buckets().size());
   g.shard_chunk_zero.assign(g.layout.buckets().size(), true);
   if (plan.grad_full_numel > 0) g.grad_full = at::zeros({plan.grad_full_numel}, g.options(d.accum));
   if (plan.grad_shard_numel > 0) g.grad_shard = at::zeros({plan.grad_shard_numel}, g.options(d.accum));
