@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The launcher at its edges (docs/launch.md, "Edges"): a large rank count that ends well,
-# fails, or is stopped mid-start by SIGTERM or SIGKILL; a rank that leaves a daemon behind;
+# The launcher at its edges (docs/launch.md, "Edges"): ranks that each lead a session; a
+# large rank count that ends well, fails, or is stopped mid-start by SIGTERM or SIGKILL (the
+# signal can come before a rank has made its session); a rank that leaves a daemon behind;
 # a descriptor limit too low for the count (refused before anything starts) or a soft
 # limit that is raised; and, under mpirun, one report that names the one rank that failed
 # first, without mpirun's banners, and an mpirun that does not exit once every rank has
@@ -43,6 +44,10 @@ case $mode in
   fail)
     if [ "$RANK" = 150 ]; then echo "rank 150 gives up" >&2; exit 3; fi
     exec -a "zt-rank $marker" sleep 60 ;;
+  session)   # leads its own session (Linux shares the CPU between sessions, not processes)
+    read -r stat </proc/$$/stat
+    set -- ${stat##*) }   # after "(comm) ": state ppid pgrp session
+    if [ "$4" != $$ ] || [ "$3" != $$ ]; then echo "rank $RANK: session $4, group $3, pid $$" >&2; exit 4; fi ;;
   daemon)   # in its own session, out of the rank's process group, holding the rank's output
     setsid bash -c "exec -a 'zt-daemon $marker' sleep 60" &
     exit 0 ;;
@@ -60,6 +65,14 @@ elif [ -s "$out/err" ]; then bad "ok: something on stderr"
 elif awk "BEGIN{exit !($elapsed > 30)}"; then bad "ok: took ${elapsed}s"
 elif leftovers "$marker"; then bad "ok: processes left behind"
 else ok "$NPROC ranks end well (${elapsed}s)"; fi
+
+# Each rank leads its own session and process group (gloo: the launcher starts the ranks).
+if [ "$BACKEND" = gloo ]; then
+  launch --nproc_per_node 4 -- "$out/rank.sh" session none >"$out/out" 2>"$out/err"
+  rc=$?
+  if [ $rc != 0 ]; then bad "session: exit code $rc"
+  else ok "each rank leads its own session"; fi
+fi
 
 # One rank fails: it is named once, with its line, and the other ranks are stopped.
 marker="zt-edges-$$-fail"

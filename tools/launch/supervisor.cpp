@@ -284,8 +284,12 @@ void start(Child& child) {
     ::signal(SIGHUP, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);
     ::sigprocmask(SIG_SETMASK, &previous, nullptr);
-    // Own process group, so that a signal to the group reaches the rank's own children too.
-    ::setpgid(0, 0);
+    // Own session, and with it its own process group, so that a signal to the group reaches
+    // the rank's own children too. A session rather than only a group because Linux's
+    // scheduler autogroups by session: ranks sharing the launcher's session would share one
+    // process's weight, so a single busy process elsewhere took half the CPU from the whole
+    // job (torchrun also starts each rank in its own session).
+    ::setsid();
     // If the launcher dies without cleaning up (SIGKILL), the rank dies with it.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(1);
@@ -302,7 +306,6 @@ void start(Child& child) {
     ::_exit(127);
   }
   ::close(null_fd);
-  ::setpgid(pid, pid);   // also here, so the group exists before we might signal it
   ::close(out[1]);
   ::close(err[1]);
   child.pid = pid;
@@ -325,10 +328,17 @@ std::string describe_status(int status) {
   return "ended abnormally";
 }
 
+// A running rank's process group (its session). The rank makes that group itself, after
+// fork; until it has, the group does not exist and the signal goes to the rank alone, which
+// holds every signal blocked until then and so still receives it. Only for ranks not yet
+// reaped: a reaped rank's pid may belong to anyone later.
+void signal_running_rank(const Child& c, int signo) {
+  if (::kill(-c.pid, signo) != 0 && errno == ESRCH) ::kill(c.pid, signo);
+}
+
 void signal_all(std::vector<Child>& children, int signo) {
   for (auto& c : children) {
-    // The whole group, while the rank is ours: a reaped rank's pid may belong to anyone later.
-    if (c.pid > 0 && c.running) ::kill(-c.pid, signo);
+    if (c.pid > 0 && c.running) signal_running_rank(c, signo);
   }
 }
 
@@ -523,7 +533,7 @@ int supervise(const SupervisorOptions& options) {
       if (Clock::now() < *c.stop_at) continue;
       std::cerr << "zerotrain launch: every rank has ended, but " << c.spec->label << " did not exit within "
                 << kMpirunExitWait.count() << " s; stopping it" << std::endl;
-      ::kill(-c.pid, SIGKILL);
+      signal_running_rank(c, SIGKILL);
       c.stop_at = Clock::time_point::max();   // said once
     }
     if (kill_at && Clock::now() >= *kill_at) signal_all(children, SIGKILL);
