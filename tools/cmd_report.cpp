@@ -16,6 +16,7 @@
 #include "tools/torch_info.h"
 #include "zerotrain/comm/report.h"
 #include "zerotrain/core/env.h"
+#include "zerotrain/cpu/malloc_policy.h"
 #include "zerotrain/cpu/matmul_probe.h"
 #include "zerotrain/io/io_engine.h"
 #include "zerotrain/version.h"
@@ -99,6 +100,8 @@ Command add_report_command(CLI::App& app) {
             const std::string bf16_choice = std::string(bf16.native ? "bf16" : "fp32") + ": " + bf16.reason;
             // Which kernels a 1024^3 fp32 product runs here and its speed (~0.2 s).
             const cpu::MatmulProbe matmul = cpu::probe_matmul();
+            // What the engine will set malloc's thresholds to in a training process.
+            const cpu::MallocPolicy malloc_policy = cpu::plan_malloc_policy();
             const GpuInfo gpu = gpu_info();
             const GpuProbe probe = gpu_probe(gpu);
             // A failed probe, or a GPU this machine shows that LibTorch cannot use, makes the
@@ -128,7 +131,9 @@ Command add_report_command(CLI::App& app) {
                             {"bf16_native", bf16.native}, {"bf16_choice", bf16_choice},
                             {"matmul", {{"kernels", matmul.kernels}, {"gflops_1_thread", matmul.gflops},
                                         {"peak_gflops", matmul.peak_gflops}, {"clock_mhz", matmul.clock_mhz},
-                                        {"flops_per_cycle", matmul.flops_per_cycle}}}};
+                                        {"flops_per_cycle", matmul.flops_per_cycle}}},
+                            {"malloc", {{"training_thresholds", malloc_policy.training_thresholds},
+                                        {"reason", malloc_policy.reason}}}};
               nlohmann::ordered_json devices = nlohmann::ordered_json::array();
               for (const auto& d : gpu.devices) {
                 devices.push_back({{"index", d.index}, {"name", d.name}, {"memory_bytes", d.memory_bytes},
@@ -191,6 +196,7 @@ Command add_report_command(CLI::App& app) {
             print_row("bf16 in hardware", bf16.native ? "yes" : "no");
             print_row("--bf16_if_native picks", bf16_choice);
             print_row("fp32 matmul 1024^3", cpu::describe(matmul));
+            print_row("malloc in training", malloc_policy.reason);
             std::cout << "zerotrain features\n";
             for (const auto& f : kFeatures) print_row(f.name, f.status);
             std::cout << "communication backends\n";

@@ -16,6 +16,7 @@
 #include "zerotrain/config/resolve.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
+#include "zerotrain/cpu/malloc_policy.h"
 #include "zerotrain/cpu/matmul_kernels.h"
 #include "zerotrain/engine/engine_state.h"
 #include "zerotrain/precision/from_config.h"
@@ -252,6 +253,9 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   // ZEROTRAIN_MATMUL=default); checked here so that a bad value fails before any work.
   const cpu::MatmulKernels matmul = cpu::select_matmul_kernels();
   ZT_LOG_DEBUG("matmul kernels: ", matmul.reason);
+  // malloc's thresholds fixed so that a step's blocks are reused by the next one.
+  const cpu::MallocPolicy malloc_policy = cpu::apply_malloc_policy();
+  ZT_LOG_DEBUG("malloc: ", malloc_policy.reason);
   // The communicator first: it reads the config's "comm" block before the config moves.
   // A model built under ZeroInit brings the communicator it was cut for.
   std::optional<comm::Communicator> communicator = options.comm;
