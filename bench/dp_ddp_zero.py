@@ -24,10 +24,17 @@ fp16 is not supported on your device."): the DeepSpeed fp16 worker overrides tha
 on PyTorch's CPU half kernels.
 
     python3 bench/dp_ddp_zero.py [--build build] [--rounds 3] [--epochs 2] [--limit N]
-        [--only single,ddp,ds2,zt0,zt2] [--no_fp16_log] [--background_load N] [--keep DIR] [--write]
+        [--only single,ddp,ds2,zt0,zt2] [--no_fp16_log] [--background_load N] [--contention N]
+        [--keep DIR] [--write]
 
---background_load N runs N busy processes (a spinning Python loop each) beside every setup,
-for the rows under contention; with --write those go between the dp_ddp_zero_loaded markers.
+--background_load N runs N busy processes (a spinning Python loop each, in its own session)
+beside every setup, for the rows under contention; with --write those go between the
+dp_ddp_zero_loaded markers.
+
+--contention N runs every setup twice in each round, quiet and beside N busy processes, back
+to back, and prints per setup the median over rounds of busy ÷ quiet (how much a setup slows
+when another job takes cores) and its busy time against DDP's; with --write between the
+dp_ddp_zero_contention markers.
 
 --only also offers single1: the one process with 1 thread, which tells the cost of the second
 intra-op thread from that of running one process.
@@ -401,6 +408,75 @@ def run_rounds(args, setups, out_dir, results, loads):
                   file=sys.stderr, flush=True)
 
 
+def start_spinners(n):
+    """n busy processes, each in its own session: to the scheduler, another user's job."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True) for _ in range(n)]
+
+
+def stop_spinners(spinners):
+    for p in spinners:
+        p.kill()
+        p.wait()
+
+
+def run_contention(args, setups, out_dir):
+    """Every setup twice per round, quiet and beside --contention busy processes, back to back
+    (which comes first alternates with the round), so that each round gives one loaded ÷ quiet
+    ratio per setup measured minutes apart at most."""
+    quiet, loaded, loads = {s: [] for s in setups}, {s: [] for s in setups}, []
+    for r in range(args.rounds):
+        loads.append(os.getloadavg()[0])
+        order = setups[r % len(setups):] + setups[:r % len(setups)]
+        print(f"[round {r + 1}/{args.rounds}] load average {loads[-1]:.2f}; order {', '.join(order)}",
+              file=sys.stderr, flush=True)
+        for s in order:
+            for busy in ((0, args.contention) if r % 2 == 0 else (args.contention, 0)):
+                spinners = start_spinners(busy)
+                try:
+                    res = run_setup(args, s, out_dir, f"{s}-{r}-{'busy' if busy else 'quiet'}")
+                finally:
+                    stop_spinners(spinners)
+                (loaded if busy else quiet)[s].append(res)
+                shown = res.get("error") or f"{per_epoch(res):.1f} s/epoch"
+                print(f"[round {r + 1}/{args.rounds}] {SETUPS[s][0]}, {busy} busy: {shown}", file=sys.stderr, flush=True)
+    return quiet, loaded, loads
+
+
+def contention_table(args, setups, quiet, loaded, loads, versions):
+    n_train = args.limit or 60000
+    lines = [f"ConvNet on Fashion-MNIST ({n_train} training images), {args.epochs} epoch(s), global batch "
+             f"{GLOBAL_BATCH} (2 ranks × {GLOBAL_BATCH // WORLD}), fp32; {args.rounds} rounds, each running every setup "
+             f"quiet and beside {args.contention} busy process(es) (a spinning Python loop in its own session), back "
+             f"to back; load average at the start of each round {', '.join(f'{l:.2f}' for l in loads)}; zerotrain "
+             f"under `zerotrain launch --backend {args.zt_backend}`, the Python setups on gloo, every rank in its own "
+             f"session; {cpu_line()}; {versions}", "",
+             "| setup | quiet: s/epoch | busy: s/epoch | busy ÷ quiet (median of rounds) | busy: × DDP time |",
+             "|---|---:|---:|---:|---:|"]
+    for key in setups:
+        pairs = [(b, q) for b, q in zip(loaded[key], quiet[key]) if "error" not in b and "error" not in q]
+        if not pairs:
+            err = next(r["error"] for r in loaded[key] + quiet[key] if "error" in r)[:160].replace("|", "/")
+            lines.append(f"| {SETUPS[key][0]} | n/a (error: {err}) | | | |")
+            continue
+        vs_ddp = median_ratio(loaded, key, REFERENCE, per_epoch)
+        lines.append(f"| {SETUPS[key][0]} | {statistics.median(per_epoch(q) for _, q in pairs):.1f} | "
+                     f"{statistics.median(per_epoch(b) for b, _ in pairs):.1f} | "
+                     f"{statistics.median(per_epoch(b) / per_epoch(q) for b, q in pairs):.2f} | "
+                     f"{'n/a' if vs_ddp is None else f'{vs_ddp:.2f}'} |")
+    return "\n".join(lines)
+
+
+def versions_text(*result_sets):
+    versions = {}
+    for results in result_sets:
+        for rs in results.values():
+            for res in rs:
+                versions.update({k: res[k] for k in ("torch", "deepspeed") if k in res})
+                if "optimizer" in res:
+                    versions["DeepSpeed's optimizer"] = res["optimizer"]
+    return ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "versions n/a"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -410,6 +486,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--background_load", type=int, default=0,
                     help="busy processes (one spinning thread each) running beside every setup, for the contention rows")
+    ap.add_argument("--contention", type=int, default=0,
+                    help="run every setup quiet and beside N busy processes in each round: the busy ÷ quiet table")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--limit", type=int, help="train on the first N training images only (for a quick try)")
     ap.add_argument("--only", default=DEFAULT_SETUPS, help=f"comma-separated, of {', '.join(SETUPS)}")
@@ -443,24 +521,25 @@ def main():
 
     out_dir = args.keep or tempfile.mkdtemp(prefix="dp_ddp_zero.")
     os.makedirs(out_dir, exist_ok=True)
+    if args.contention:
+        quiet, loaded, loads = run_contention(args, setups, out_dir)
+        text = contention_table(args, setups, quiet, loaded, loads, versions_text(quiet, loaded))
+        print(text + "\n", flush=True)
+        if not args.keep:
+            subprocess.run(["rm", "-rf", out_dir])
+        if args.write:
+            from docs_tables import replace_between_markers
+            replace_between_markers(os.path.join(ROOT, "docs", "benchmarks.md"), "dp_ddp_zero_contention", text)
+        return
     results, loads = {s: [] for s in setups}, []
     # A busy core per --background_load: the same for every setup, started before the rounds.
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.background_load)]
+    spinners = start_spinners(args.background_load)
     try:
         run_rounds(args, setups, out_dir, results, loads)
     finally:
-        for p in spinners:
-            p.kill()
-            p.wait()
+        stop_spinners(spinners)
     # rounds were appended in rotated order per setup, so index i is round i for every setup
-    versions = {}
-    for rs in results.values():
-        for res in rs:
-            versions.update({k: res[k] for k in ("torch", "deepspeed") if k in res})
-            if "optimizer" in res:
-                versions["DeepSpeed's optimizer"] = res["optimizer"]
-    vtext = ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "versions n/a"
-    tables = [table(args, setups, results, loads, vtext)]
+    tables = [table(args, setups, results, loads, versions_text(results))]
     print(tables[0] + "\n", flush=True)
 
     if not args.no_fp16_log:
