@@ -100,7 +100,7 @@ Command add_report_command(CLI::App& app) {
             const std::string bf16_choice = std::string(bf16.native ? "bf16" : "fp32") + ": " + bf16.reason;
             // Which kernels a 1024^3 fp32 product runs here and its speed (~0.2 s).
             const cpu::MatmulProbe matmul = cpu::probe_matmul();
-            // What the engine will set malloc's thresholds to in a training process.
+            // How a training process will reuse one step's memory in the next.
             const cpu::MallocPolicy malloc_policy = cpu::plan_malloc_policy();
             const GpuInfo gpu = gpu_info();
             const GpuProbe probe = gpu_probe(gpu);
@@ -132,7 +132,8 @@ Command add_report_command(CLI::App& app) {
                             {"matmul", {{"kernels", matmul.kernels}, {"gflops_1_thread", matmul.gflops},
                                         {"peak_gflops", matmul.peak_gflops}, {"clock_mhz", matmul.clock_mhz},
                                         {"flops_per_cycle", matmul.flops_per_cycle}}},
-                            {"malloc", {{"training_thresholds", malloc_policy.training_thresholds},
+                            {"malloc", {{"setting", malloc_policy.setting}, {"large_block_cache", malloc_policy.large_block_cache},
+                                        {"training_thresholds", malloc_policy.training_thresholds},
                                         {"reason", malloc_policy.reason}}}};
               nlohmann::ordered_json devices = nlohmann::ordered_json::array();
               for (const auto& d : gpu.devices) {
@@ -196,7 +197,7 @@ Command add_report_command(CLI::App& app) {
             print_row("bf16 in hardware", bf16.native ? "yes" : "no");
             print_row("--bf16_if_native picks", bf16_choice);
             print_row("fp32 matmul 1024^3", cpu::describe(matmul));
-            print_row("malloc in training", malloc_policy.reason);
+            print_row("memory between steps", malloc_policy.reason);
             std::cout << "zerotrain features\n";
             for (const auto& f : kFeatures) print_row(f.name, f.status);
             std::cout << "communication backends\n";

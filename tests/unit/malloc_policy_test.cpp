@@ -1,6 +1,6 @@
-// malloc's thresholds for training (zerotrain/cpu/malloc_policy.h): what ZEROTRAIN_MALLOC
-// and a user's GLIBC_TUNABLES decide, and the effect that matters, blocks of a step's sizes
-// reused by the next step without page faults. The effect is measured in forked children:
+// How a training process reuses memory (zerotrain/cpu/malloc_policy.h): what ZEROTRAIN_MALLOC
+// and a user's GLIBC_TUNABLES decide, and the effect of "heap" that matters, blocks of a
+// step's sizes reused by the next step without page faults. The effect is measured in forked children:
 // the thresholds are process-wide and set once.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -53,35 +53,45 @@ bool is_glibc() {
 #endif
 }
 
-TEST(MallocPolicy, UnsetOrAutoSetsTheTrainingThresholds) {
-  if (!is_glibc()) GTEST_SKIP() << "not glibc: the policy sets nothing";
-  ScopedEnv tunables("GLIBC_TUNABLES", nullptr);
+TEST(MallocPolicy, UnsetOrAutoKeepsLargeTensorsMappedAndLeavesMallocsThresholds) {
   for (const char* value : {static_cast<const char*>(nullptr), "", "auto"}) {
     ScopedEnv setting(zerotrain::cpu::kMallocEnv, value);
     const auto plan = plan_malloc_policy();
-    EXPECT_TRUE(plan.training_thresholds) << (value ? value : "(unset)");
+    EXPECT_TRUE(plan.large_block_cache) << (value ? value : "(unset)");
+    EXPECT_FALSE(plan.training_thresholds) << (value ? value : "(unset)");
     EXPECT_EQ(plan.setting, "auto");
-    EXPECT_NE(plan.reason.find("32 MiB"), std::string::npos) << plan.reason;
   }
 }
 
-TEST(MallocPolicy, DefaultLeavesGlibcsOwn) {
+TEST(MallocPolicy, HeapAlsoFixesMallocsThresholds) {
+  if (!is_glibc()) GTEST_SKIP() << "not glibc: there are no thresholds to set";
+  ScopedEnv tunables("GLIBC_TUNABLES", nullptr);
+  ScopedEnv setting(zerotrain::cpu::kMallocEnv, "heap");
+  const auto plan = plan_malloc_policy();
+  EXPECT_TRUE(plan.large_block_cache);
+  EXPECT_TRUE(plan.training_thresholds);
+  EXPECT_NE(plan.reason.find("32 MiB"), std::string::npos) << plan.reason;
+}
+
+TEST(MallocPolicy, DefaultLeavesGlibcAndLibTorchAsTheyAre) {
   ScopedEnv setting(zerotrain::cpu::kMallocEnv, "default");
   const auto plan = plan_malloc_policy();
   EXPECT_FALSE(plan.training_thresholds);
+  EXPECT_FALSE(plan.large_block_cache);
   EXPECT_EQ(plan.setting, "default");
 }
 
-TEST(MallocPolicy, AUsersMallocTunablesStand) {
-  ScopedEnv setting(zerotrain::cpu::kMallocEnv, nullptr);
+TEST(MallocPolicy, AUsersMallocTunablesStandUnderHeap) {
+  if (!is_glibc()) GTEST_SKIP() << "not glibc: there are no thresholds to set";
+  ScopedEnv setting(zerotrain::cpu::kMallocEnv, "heap");
   for (const char* tunables : {"glibc.malloc.trim_threshold=1000000", "glibc.cpu.hwcaps=-AVX512F:glibc.malloc.mmap_threshold=4096"}) {
     ScopedEnv env("GLIBC_TUNABLES", tunables);
     const auto plan = plan_malloc_policy();
     EXPECT_FALSE(plan.training_thresholds) << tunables;
+    EXPECT_TRUE(plan.large_block_cache) << tunables;
     EXPECT_NE(plan.reason.find("GLIBC_TUNABLES"), std::string::npos) << plan.reason;
   }
-  if (!is_glibc()) return;
-  ScopedEnv other("GLIBC_TUNABLES", "glibc.cpu.hwcaps=-AVX512F");   // not malloc's: the policy applies
+  ScopedEnv other("GLIBC_TUNABLES", "glibc.cpu.hwcaps=-AVX512F");   // not malloc's: the thresholds apply
   EXPECT_TRUE(plan_malloc_policy().training_thresholds);
 }
 
@@ -94,6 +104,7 @@ TEST(MallocPolicy, AnUnknownValueIsAUsageErrorNamingTheVariable) {
     const std::string what = e.what();
     EXPECT_NE(what.find("ZEROTRAIN_MALLOC=fast"), std::string::npos) << what;
     EXPECT_NE(what.find("auto"), std::string::npos) << what;
+    EXPECT_NE(what.find("heap"), std::string::npos) << what;
     EXPECT_NE(what.find("default"), std::string::npos) << what;
   }
 }
@@ -155,10 +166,10 @@ int in_child(const char* malloc_setting, std::string& line) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-TEST(MallocPolicy, BlocksOfAStepsSizesAreReusedWithoutPageFaults) {
+TEST(MallocPolicy, UnderHeapBlocksOfAStepsSizesAreReusedWithoutPageFaults) {
   if (!is_glibc()) GTEST_SKIP() << "not glibc: the policy sets nothing";
   std::string line;
-  EXPECT_EQ(in_child("auto", line), 0) << line;
+  EXPECT_EQ(in_child("heap", line), 0) << line;
   // glibc's adaptive thresholds on the same steps, for the log: how many faults the policy saves.
   std::string adaptive;
   in_child("default", adaptive);

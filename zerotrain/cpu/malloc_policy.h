@@ -8,25 +8,24 @@
 
 namespace zerotrain::cpu {
 
-// ZEROTRAIN_MALLOC: unset or "auto" fixes glibc's thresholds for training (below) and keeps
-// larger tensors mapped between steps; "default" leaves glibc's own, adaptive thresholds and
+// ZEROTRAIN_MALLOC: unset or "auto" keeps LibTorch's tensors above 32 MiB mapped between
+// steps (large_block_cache.h); "heap" also fixes glibc's thresholds (below), so that blocks
+// up to 32 MiB stay in malloc's heap, at a cost in peak RSS; "default" leaves glibc and
 // LibTorch's allocator as they are.
 inline constexpr const char* kMallocEnv = "ZEROTRAIN_MALLOC";
 
-// Blocks up to this size come from malloc's heap, and are reused from one step to the next,
-// instead of being mapped afresh (and faulted in, page by page, zeroed by the kernel) each
-// time. glibc's own maximum for the setting.
+// Under "heap": blocks up to this size come from malloc's heap, and are reused from one
+// step to the next, instead of being mapped afresh (and faulted in, page by page, zeroed by
+// the kernel) each time. glibc's own maximum for the setting.
 inline constexpr std::size_t kTrainingMmapThresholdBytes = std::size_t{32} << 20;
-// Freed memory at the top of the heap up to this much stays for the next step rather than
-// going back to the kernel. A 124M-parameter model frees hundreds of MiB of activations in
-// each backward (at 64 MiB they were given back and faulted in again every step). The heap
-// never grows past its busiest moment for it: trimming only decides when to give back.
-inline constexpr std::size_t kTrainingTrimThresholdBytes = std::size_t{1} << 30;
+// Under "heap": freed memory at the top of the heap up to this much stays for the next step
+// rather than going back to the kernel: twice the mmap threshold, the ratio glibc keeps.
+inline constexpr std::size_t kTrainingTrimThresholdBytes = 2 * kTrainingMmapThresholdBytes;
 
 struct MallocPolicy {
   bool training_thresholds = false;  // the thresholds above are (or will be) set
   bool large_block_cache = false;    // tensors above 32 MiB are (or will be) kept mapped
-  std::string setting;               // "auto" or "default", as read from ZEROTRAIN_MALLOC
+  std::string setting;               // "auto", "heap" or "default", as read from ZEROTRAIN_MALLOC
   std::string reason;                // one line for logs and `zerotrain report`
 };
 

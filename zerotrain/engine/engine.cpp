@@ -253,7 +253,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   // ZEROTRAIN_MATMUL=default); checked here so that a bad value fails before any work.
   const cpu::MatmulKernels matmul = cpu::select_matmul_kernels();
   ZT_LOG_DEBUG("matmul kernels: ", matmul.reason);
-  // malloc's thresholds fixed so that a step's blocks are reused by the next one.
+  // A step's large tensors kept for the next (ZEROTRAIN_MALLOC; cpu/malloc_policy.h).
   const cpu::MallocPolicy malloc_policy = cpu::apply_malloc_policy();
   ZT_LOG_DEBUG("malloc: ", malloc_policy.reason);
   // The communicator first: it reads the config's "comm" block before the config moves.
