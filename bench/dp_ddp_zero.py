@@ -391,14 +391,19 @@ def fp16_block(columns, notes):
     return "\n".join(notes + [""] + out)
 
 
+def start_round(args, setups, r, loads):
+    """Notes the load average and returns round r's order: the setups rotated by r."""
+    loads.append(os.getloadavg()[0])
+    order = setups[r % len(setups):] + setups[:r % len(setups)]
+    print(f"[round {r + 1}/{args.rounds}] load average {loads[-1]:.2f}; order {', '.join(order)}",
+          file=sys.stderr, flush=True)
+    return order
+
+
 def run_rounds(args, setups, out_dir, results, loads):
     """Every setup once per round, in an order rotated by the round."""
     for r in range(args.rounds):
-        loads.append(os.getloadavg()[0])
-        order = setups[r % len(setups):] + setups[:r % len(setups)]
-        print(f"[round {r + 1}/{args.rounds}] load average {loads[-1]:.2f}; order {', '.join(order)}",
-              file=sys.stderr, flush=True)
-        for s in order:
+        for s in start_round(args, setups, r, loads):
             t0 = time.monotonic()
             res = run_setup(args, s, out_dir, f"{s}-{r}")
             results[s].append(res)
@@ -425,11 +430,7 @@ def run_contention(args, setups, out_dir):
     ratio per setup measured minutes apart at most."""
     quiet, loaded, loads = {s: [] for s in setups}, {s: [] for s in setups}, []
     for r in range(args.rounds):
-        loads.append(os.getloadavg()[0])
-        order = setups[r % len(setups):] + setups[:r % len(setups)]
-        print(f"[round {r + 1}/{args.rounds}] load average {loads[-1]:.2f}; order {', '.join(order)}",
-              file=sys.stderr, flush=True)
-        for s in order:
+        for s in start_round(args, setups, r, loads):
             for busy in ((0, args.contention) if r % 2 == 0 else (args.contention, 0)):
                 spinners = start_spinners(busy)
                 try:
