@@ -329,9 +329,9 @@ std::string describe_status(int status) {
 }
 
 // A running rank's process group (its session). The rank makes that group itself, after
-// fork; until it has, the group does not exist and the signal goes to the rank alone, which
-// holds every signal blocked until then and so still receives it. Only for ranks not yet
-// reaped: a reaped rank's pid may belong to anyone later.
+// fork; until it has, the group does not exist and the signal goes to the rank alone (held
+// blocked until the rank's handlers are the defaults, so it still acts on it). Only for
+// ranks not yet reaped: a reaped rank's pid may belong to anyone later.
 void signal_running_rank(const Child& c, int signo) {
   if (::kill(-c.pid, signo) != 0 && errno == ESRCH) ::kill(c.pid, signo);
 }
