@@ -65,7 +65,7 @@ TEST_F(LargeBlockCache, ATensorOfASizeSeenBeforeReusesItsBlockWithoutPageFaults)
 
 TEST_F(LargeBlockCache, SmallTensorsAreLeftToLibTorchsAllocator) {
   const auto before = large_block_cache_stats();
-  auto small = floats_of(32 * kMiB);   // the threshold itself: malloc's heap serves it
+  auto small = floats_of(32 * kMiB);   // 32 MiB exactly, one byte under the cache's threshold
   small.zero_();
   const auto after = large_block_cache_stats();
   EXPECT_EQ(after.live_bytes, before.live_bytes);

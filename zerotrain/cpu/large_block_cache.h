@@ -1,5 +1,5 @@
-// LibTorch's CPU tensors above malloc's mmap threshold, kept mapped from one step to the
-// next (large_block_cache.cpp has the why and the rule that bounds it). No LibTorch here.
+// LibTorch's CPU tensors above 32 MiB (glibc's largest mmap threshold), kept mapped from one
+// step to the next (large_block_cache.cpp has the why and the rule that bounds it). No LibTorch here.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +16,7 @@ struct LargeBlockCacheStats {
 };
 
 // The smallest tensor the cache handles; smaller ones stay with LibTorch's allocator (malloc,
-// whose heap reuses them under the thresholds of malloc_policy.h).
+// whose heap keeps them between steps under ZEROTRAIN_MALLOC=heap: malloc_policy.h).
 inline constexpr std::size_t kLargeBlockMinBytes = (std::size_t{32} << 20) + 1;
 
 // Makes the cache LibTorch's CPU allocator for tensors from now on (the ones that exist keep
