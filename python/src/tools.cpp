@@ -10,7 +10,7 @@
 #include "zerotrain/comm/rendezvous.h"
 #include "zerotrain/comm/store_listener.h"
 #include "zerotrain/core/error.h"
-#include "zerotrain/engine/checkpoint_common.h"
+#include "zerotrain/checkpoint/protocol/tensor_dtype.h"
 #include "zerotrain/estimate/deepspeed_estimator.h"
 
 namespace zerotrain::python {
@@ -37,9 +37,9 @@ std::vector<std::pair<std::string, at::Tensor>> read_state_dict(const std::strin
   ckpt::check_plan_pieces(reader, plan);
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const auto& t : plan.tensors) {
-    at::Tensor saved = at::empty(t.shape, at::TensorOptions().dtype(engine::detail::scalar_type(t.saved)));
+    at::Tensor saved = at::empty(t.shape, at::TensorOptions().dtype(checkpoint::scalar_type(t.saved)));
     ckpt::read_planned_tensor(reader, t, static_cast<char*>(saved.data_ptr()));
-    out.emplace_back(t.name, t.dtype == t.saved ? saved : saved.to(engine::detail::scalar_type(t.dtype)));
+    out.emplace_back(t.name, t.dtype == t.saved ? saved : saved.to(checkpoint::scalar_type(t.dtype)));
   }
   return out;
 }

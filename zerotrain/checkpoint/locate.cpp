@@ -41,7 +41,7 @@ DirectoryListing list_directory(const fs::path& dir) {
     if (!it->is_directory(type_ec)) continue;
     const std::string name = it->path().filename().string();
     if (name.front() == '.') {
-      // The staging names save_checkpoint uses (engine/checkpoint_save.cpp).
+      // The staging names save_checkpoint uses (checkpoint/protocol/save.cpp).
       if (ends_with(name, ".partial") || ends_with(name, ".old")) listing.unfinished.push_back(name);
     } else if (fs::is_regular_file(it->path() / kManifestName, type_ec)) {
       listing.tags.push_back(name);

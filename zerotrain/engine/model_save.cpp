@@ -21,7 +21,8 @@
 #include "zerotrain/checkpoint/sharded_writer.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
-#include "zerotrain/engine/checkpoint_common.h"
+#include "zerotrain/checkpoint/protocol/agreement.h"
+#include "zerotrain/checkpoint/protocol/tensor_dtype.h"
 #include "zerotrain/engine/engine.h"
 #include "zerotrain/engine/engine_state.h"
 
@@ -30,7 +31,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using engine::detail::EngineState;
-using engine::detail::RankStatus;
+using checkpoint::RankStatus;
 
 struct ModelTensor {
   std::string name;
@@ -105,10 +106,10 @@ bool Engine::save_16bit_model(const std::string& save_dir, const std::string& fi
   std::optional<checkpoint::ShardedWriter> writer;
   RankStatus opened;
   std::vector<size_t> order;
-  opened.error = engine::detail::capture([&] {
+  opened.error = checkpoint::capture([&] {
     std::vector<checkpoint::OutputTensor> planned;
     for (const ModelTensor& t : tensors) {
-      planned.push_back({t.name, engine::detail::checkpoint_dtype(t.tensor.scalar_type()),
+      planned.push_back({t.name, checkpoint::checkpoint_dtype(t.tensor.scalar_type()),
                          {t.tensor.sizes().begin(), t.tensor.sizes().end()}});
     }
     checkpoint::ShardPlan plan = checkpoint::plan_shards(std::move(planned), options.max_shard_bytes, filename);
@@ -121,7 +122,7 @@ bool Engine::save_16bit_model(const std::string& save_dir, const std::string& fi
     }
     writer.emplace(save_dir, std::move(plan), checkpoint::RoomFor{"the 16-bit model", ""});
   });
-  engine::detail::throw_if_any_failed(engine::detail::exchange_status(s.comm, opened), "save_16bit_model");
+  checkpoint::throw_if_any_failed(checkpoint::exchange_status(s.comm, opened), "save_16bit_model");
 
   // The tensors, in the plan's order; at stage 3 the parameters of one module at a time
   // (DeepSpeed gathers module by module too), on every rank.
@@ -145,7 +146,7 @@ bool Engine::save_16bit_model(const std::string& save_dir, const std::string& fi
       full.emplace(*this, std::move(params));
     }
     if (writes && wrote.error.empty()) {
-      wrote.error = engine::detail::capture([&] {
+      wrote.error = checkpoint::capture([&] {
         for (size_t j = k; j < end; ++j) write_tensor(*writer, tensors[order[j]].tensor);
       });
     }
@@ -154,7 +155,7 @@ bool Engine::save_16bit_model(const std::string& save_dir, const std::string& fi
   }
   int64_t files = 0, bytes = 0;
   if (writes && wrote.error.empty()) {
-    wrote.error = engine::detail::capture([&] {
+    wrote.error = checkpoint::capture([&] {
       for (const auto& [name, text] : options.extra_files) {
         checkpoint::AtomicFile file(fs::path(save_dir) / name);
         file.write(text);
@@ -166,7 +167,7 @@ bool Engine::save_16bit_model(const std::string& save_dir, const std::string& fi
     });
   }
   writer.reset();   // unfinished: what it wrote goes
-  engine::detail::throw_if_any_failed(engine::detail::exchange_status(s.comm, wrote), "save_16bit_model");
+  checkpoint::throw_if_any_failed(checkpoint::exchange_status(s.comm, wrote), "save_16bit_model");
   if (writes) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     ZT_LOG_INFO("saved the ", dtype_name(s.precision.model), " model into ", save_dir, ": ", files, " file(s), ",

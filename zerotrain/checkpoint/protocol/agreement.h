@@ -1,9 +1,7 @@
-// What the engine's checkpoint save and load share (engine/checkpoint_save.cpp,
-// engine/checkpoint_load.cpp, engine/model_save.cpp): agreeing over all ranks on whether a
-// phase worked, tag validation, and dtype names. Internal to engine/.
+// How the ranks agree during a checkpoint's save or load (save.cpp, load.cpp, and the
+// engine's model save): after each phase every rank learns whether every rank succeeded, so a
+// failure anywhere stops the transaction everywhere; and DeepSpeed's tag validation.
 #pragma once
-
-#include <c10/core/ScalarType.h>
 
 #include <array>
 #include <cstdint>
@@ -11,11 +9,10 @@
 #include <string_view>
 #include <vector>
 
-#include "zerotrain/checkpoint/safetensors.h"
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/config/schema_misc.h"
 
-namespace zerotrain::engine::detail {
+namespace zerotrain::checkpoint {
 
 // One rank's outcome of a phase of a save or load, and up to three numbers it reports.
 struct RankStatus {
@@ -44,7 +41,4 @@ void throw_if_any_failed(const std::vector<RankStatus>& statuses, std::string_vi
 // unless Ignore). Warn logs a mismatch; Fail throws UsageError on every rank.
 void validate_tag(comm::Communicator& comm, std::string_view tag, config::TagValidation mode);
 
-checkpoint::Dtype checkpoint_dtype(at::ScalarType type);   // UsageError for a dtype safetensors lacks
-at::ScalarType scalar_type(checkpoint::Dtype dtype);
-
-}  // namespace zerotrain::engine::detail
+}  // namespace zerotrain::checkpoint

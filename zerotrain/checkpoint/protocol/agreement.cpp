@@ -1,4 +1,4 @@
-#include "zerotrain/engine/checkpoint_common.h"
+#include "zerotrain/checkpoint/protocol/agreement.h"
 
 #include <ATen/ATen.h>
 
@@ -9,7 +9,7 @@
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
 
-namespace zerotrain::engine::detail {
+namespace zerotrain::checkpoint {
 namespace {
 
 constexpr int64_t kMessageWords = 64;                  // 512 bytes of message per rank
@@ -60,7 +60,7 @@ void throw_if_any_failed(const std::vector<RankStatus>& statuses, std::string_vi
 
 void validate_tag(comm::Communicator& comm, std::string_view tag, config::TagValidation mode) {
   if (mode == config::TagValidation::kIgnore || comm.world_size() == 1) return;
-  const auto h = static_cast<int64_t>(checkpoint::checksum_of(tag.data(), static_cast<int64_t>(tag.size())) >> 1);
+  const auto h = static_cast<int64_t>(checksum_of(tag.data(), static_cast<int64_t>(tag.size())) >> 1);
   // The max of h and of -h: equal tags give hi == -lo (there is no min reduction).
   at::Tensor both = at::tensor({h, -h}, at::kLong);
   comm.all_reduce(both, comm::ReduceOp::kMax).wait();
@@ -71,40 +71,4 @@ void validate_tag(comm::Communicator& comm, std::string_view tag, config::TagVal
   ZT_LOG_WARN(message);
 }
 
-checkpoint::Dtype checkpoint_dtype(at::ScalarType type) {
-  using checkpoint::Dtype;
-  switch (type) {
-    case at::kBool: return Dtype::kBool;
-    case at::kByte: return Dtype::kU8;
-    case at::kChar: return Dtype::kI8;
-    case at::kShort: return Dtype::kI16;
-    case at::kInt: return Dtype::kI32;
-    case at::kLong: return Dtype::kI64;
-    case at::kHalf: return Dtype::kF16;
-    case at::kBFloat16: return Dtype::kBF16;
-    case at::kFloat: return Dtype::kF32;
-    case at::kDouble: return Dtype::kF64;
-    default:
-      throw UsageError(std::string("a tensor of dtype ") + c10::toString(type) +
-                       " cannot be saved in safetensors; convert it to a plain numeric dtype");
-  }
-}
-
-at::ScalarType scalar_type(checkpoint::Dtype dtype) {
-  using checkpoint::Dtype;
-  switch (dtype) {
-    case Dtype::kBool: return at::kBool;
-    case Dtype::kU8: return at::kByte;
-    case Dtype::kI8: return at::kChar;
-    case Dtype::kI16: return at::kShort;
-    case Dtype::kI32: return at::kInt;
-    case Dtype::kI64: return at::kLong;
-    case Dtype::kF16: return at::kHalf;
-    case Dtype::kBF16: return at::kBFloat16;
-    case Dtype::kF32: return at::kFloat;
-    case Dtype::kF64: return at::kDouble;
-  }
-  return at::kFloat;
-}
-
-}  // namespace zerotrain::engine::detail
+}  // namespace zerotrain::checkpoint

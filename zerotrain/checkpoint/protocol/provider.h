@@ -1,0 +1,104 @@
+// What a checkpoint holds besides its own bookkeeping comes from providers: each owner of
+// state (the weights and optimizer states, the schedule, the loss scaler, the generators...)
+// registers one, and the transaction (save.h, load.h) calls them. A provider only says what
+// it saves and where what it loads goes; the staging directory, the room check, the files,
+// the agreement between ranks and the publishing are the transaction's.
+//
+//   save:  save() on every rank (this rank's tensors), describe() on the rank writing the
+//          manifest;
+//   load:  plan_load() on every rank (check the checkpoint, plan the reads; nothing changes),
+//          the planned reads, then commit_load() once every rank's reads succeeded.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zerotrain/checkpoint/manifest.h"
+#include "zerotrain/checkpoint/writer.h"
+
+namespace zerotrain::checkpoint {
+
+class CheckpointReader;
+
+// The tensors of this rank's file, as providers add them.
+class RankFileContents {
+ public:
+  RankFileContents(int rank, int world_size) : rank_(rank), world_size_(world_size) {}
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+
+  // `t` whole under `key`, in its own dtype; copied to host memory if it is elsewhere.
+  void add(std::string key, const at::Tensor& t);
+  // Elements [offset, offset + numel) of `t` (1-D fp32, held by hold()) under `key`.
+  void add_fp32_range(std::string key, const at::Tensor& t, int64_t offset, int64_t numel);
+  // `t` in host memory, contiguous, kept alive until the file is written.
+  at::Tensor hold(const at::Tensor& t);
+
+  std::vector<TensorSource> take_sources() { return std::move(sources_); }
+  void release() { keep_.clear(); }
+
+ private:
+  int rank_, world_size_;
+  std::vector<TensorSource> sources_;
+  std::vector<at::Tensor> keep_;
+};
+
+// A load being planned: what each provider will read, checked before anything changes.
+class LoadPlan {
+ public:
+  LoadPlan(CheckpointReader& reader, int rank, int world_size) : reader_(reader), rank_(rank), world_size_(world_size) {}
+  CheckpointReader& reader() { return reader_; }
+  const Manifest& manifest() const;
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  std::string manifest_file() const;       // paths, for messages
+  std::string rank_file(int rank) const;
+
+  // `dst` (1-D fp32, on any device) gets elements [lo, lo + dst.numel()) of state `state`
+  // ("fp32" for the weights) of `param`, from the saved fragments that overlap them; each
+  // is checked now to be in its rank's file with the right size.
+  void read_range(const ParamRecord& param, const std::string& state, int64_t lo, const at::Tensor& dst);
+  // `t` is zeroed with the reads (state the checkpoint lacks).
+  void zero_with_reads(const at::Tensor& t);
+  // A small tensor of a rank's file, read into host memory now (planning is the time to
+  // find it missing or of the wrong kind).
+  at::Tensor read_now(int rank, const std::string& key, Dtype dtype, const std::vector<int64_t>& shape);
+
+  // The transaction's read phase: the planned reads, each checked against its checksum.
+  void execute_reads();
+
+ private:
+  struct Read {
+    int rank = 0;
+    std::string key;
+    at::Tensor dst;   // 1-D fp32: gets the fragment's elements [skip, skip + dst.numel())
+    int64_t skip = 0;
+    int64_t fragment_numel = 0;
+  };
+  CheckpointReader& reader_;
+  int rank_, world_size_;
+  std::vector<Read> reads_;
+  std::vector<at::Tensor> zero_;
+};
+
+class StateProvider {
+ public:
+  virtual ~StateProvider() = default;
+  // This rank's tensors, into its file.
+  virtual void save(RankFileContents& /*file*/) {}
+  // Its fields of the manifest, on the rank that writes it.
+  virtual void describe(Manifest& /*manifest*/) {}
+  // Checks the checkpoint against this provider's state and plans what it reads: nothing
+  // changes yet. A problem throws (CheckpointError names the file and what is wrong).
+  virtual void plan_load(LoadPlan& /*plan*/) {}
+  // Every rank planned and read its part: the state takes what was read.
+  virtual void commit_load(const Manifest& /*manifest*/) {}
+};
+
+using Providers = std::vector<std::unique_ptr<StateProvider>>;
+
+}  // namespace zerotrain::checkpoint

@@ -1,0 +1,68 @@
+// Engine::save_checkpoint and Engine::load_checkpoint (docs/checkpoints.md): the engine's
+// providers (checkpoint_providers/) handed to the checkpoint transaction
+// (checkpoint/protocol/). save_16bit_model is in model_save.cpp.
+#include <filesystem>
+
+#include "zerotrain/checkpoint/protocol/load.h"
+#include "zerotrain/checkpoint/protocol/save.h"
+#include "zerotrain/core/error.h"
+#include "zerotrain/core/logging.h"
+#include "zerotrain/engine/checkpoint_providers/providers.h"
+#include "zerotrain/engine/engine.h"
+#include "zerotrain/engine/engine_state.h"
+
+namespace zerotrain {
+
+using engine::detail::EngineState;
+
+void Engine::save_checkpoint(const std::string& save_dir, const std::string& tag, const config::Json& client_state,
+                             bool save_latest) {
+  EngineState& s = *state_;
+  s.check_not_damaged();
+  ZT_CHECK(s.micro_steps % s.accumulation_steps == 0, UsageError, "save_checkpoint at micro-step ", s.micro_steps,
+           ", inside a gradient accumulation of ", s.accumulation_steps,
+           " micro-steps: the gradients accumulated since the last step would be lost. Save after the step() that "
+           "ends the accumulation (is_gradient_accumulation_boundary() before it)");
+  if (s.client_optimizer && s.comm.rank() == 0) {
+    ZT_LOG_WARN("save_checkpoint: the state of a client optimizer is not saved (only the weights, the schedule and "
+                "the counters); resume with load_optimizer_states=false or configure the optimizer in the config");
+  }
+  checkpoint::SaveRequest request;
+  request.save_dir = save_dir;
+  request.tag = tag.empty() ? "global_step" + std::to_string(s.global_steps) : tag;
+  request.save_latest = save_latest;
+  request.use_node_local_storage = s.config.checkpoint.use_node_local_storage;
+  request.tag_validation = s.config.checkpoint.tag_validation;
+  request.ds_config = s.config.to_json();
+  request.client_state = client_state;
+  const CheckpointLoadOptions unused;
+  const checkpoint::Providers providers = engine::detail::checkpoint_providers(s, unused);
+  // With optimizer offload the states are read from their store for the save, and sent back.
+  s.with_states_in_memory([&] { checkpoint::save(s.comm, providers, request); });
+}
+
+std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_dir, const std::string& tag,
+                                                        const CheckpointLoadOptions& options) {
+  EngineState& s = *state_;
+  const checkpoint::Providers providers = engine::detail::checkpoint_providers(s, options);
+  const checkpoint::LoadRequest request{load_dir, tag, s.config.checkpoint.tag_validation};
+  // With optimizer offload the states are read from their store, loaded, and sent back.
+  std::optional<checkpoint::LoadedTag> loaded;
+  try {
+    loaded = s.with_states_in_memory([&] { return checkpoint::load(s.comm, providers, request); });
+  } catch (const checkpoint::PartialLoadError& e) {
+    s.damaged = std::string("the weights were partly overwritten by a load that failed (") + e.what() + ")";
+    throw;
+  }
+  if (!loaded) return std::nullopt;
+  s.damaged.clear();
+  const checkpoint::Manifest& m = loaded->manifest;
+  if (s.comm.rank() == 0) {
+    ZT_LOG_INFO("loaded checkpoint ", loaded->dir.string(), " (saved by ", m.world_size, " rank(s) at ZeRO stage ",
+                m.zero_stage, " in ", m.model_dtype, "; now ", s.comm.world_size(), " rank(s), stage ", s.traits().number,
+                ", ", dtype_name(s.precision.model), "), global step ", s.global_steps);
+  }
+  return LoadedCheckpoint{loaded->dir.string(), m.client_state};
+}
+
+}  // namespace zerotrain
