@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::checkpoint {
@@ -62,6 +64,29 @@ TEST(Manifest, RoundTrips) {
   EXPECT_EQ(back.counters.micro_steps, 6);
   EXPECT_EQ(fragment_key("fp32", "fc.weight", back.params[0].fragments[1]), "fp32/fc.weight[5:8]");
   EXPECT_EQ(rank_file_name(3), "rank_00003.safetensors");
+}
+
+// Providers' own per-rank tensors: absent when there are none (a manifest as version 1 was
+// first written), kept when there are, refused when unknown, repeated or in a reserved name.
+TEST(Manifest, RankTensorsRoundTripAndAreWrittenOnlyWhenThere) {
+  Manifest m = valid_manifest();
+  EXPECT_FALSE(manifest_to_json(m).contains("rank_tensors"));
+  m.rank_tensors = {{"rng/cuda", "U8"}, {"counter/value", "F32"}};
+  const Manifest back = manifest_from_json(manifest_to_json(m).dump(1), kFile);
+  ASSERT_EQ(back.rank_tensors.size(), 2u);
+  EXPECT_EQ(back.rank_tensors[1].name, "counter/value");
+  EXPECT_EQ(back.rank_tensors[1].dtype, "F32");
+  for (const auto& [name, dtype, needle] : {std::tuple{"rng/cuda", "Q9", "unknown dtype"},
+                                            std::tuple{"rng/cpu", "U8", "a name the checkpoint's own tensors use"},
+                                            std::tuple{"buffer/x", "U8", "a name the checkpoint's own tensors use"},
+                                            std::tuple{"a[0:1]", "U8", "a name the checkpoint's own tensors use"}}) {
+    Json j = manifest_to_json(valid_manifest());
+    j["rank_tensors"] = Json::array({{{"name", name}, {"dtype", dtype}}});
+    EXPECT_PROBLEM(j, needle);
+  }
+  Json twice = manifest_to_json(valid_manifest());
+  twice["rank_tensors"] = Json::array({{{"name", "a/b"}, {"dtype", "U8"}}, {{"name", "a/b"}, {"dtype", "U8"}}});
+  EXPECT_PROBLEM(twice, "repeated");
 }
 
 TEST(Manifest, FragmentsWithAGap) {

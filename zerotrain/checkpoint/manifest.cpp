@@ -175,6 +175,10 @@ Json manifest_to_json(const Manifest& m) {
   for (const auto& t : m.buffers) j["buffers"].push_back(whole_to_json(t));
   j["frozen"] = Json::array();
   for (const auto& t : m.frozen) j["frozen"].push_back(whole_to_json(t));
+  if (!m.rank_tensors.empty()) {
+    j["rank_tensors"] = Json::array();
+    for (const auto& t : m.rank_tensors) j["rank_tensors"].push_back({{"name", t.name}, {"dtype", t.dtype}});
+  }
   j["files"] = Json::array();
   for (const auto& f : m.files) {
     j["files"].push_back({{"rank", f.rank}, {"name", f.name}, {"bytes", f.bytes}, {"xxh3_64", to_hex(f.checksum)},
@@ -257,6 +261,19 @@ Manifest manifest_from_json(std::string_view text, std::string_view file) {
   }
   m.buffers = read_wholes(top, "buffers", file);
   m.frozen = read_wholes(top, "frozen", file);
+  if (j.contains("rank_tensors")) {
+    std::set<std::string> rank_names{"rng/cpu"};
+    for (const Json& tj : top.array("rank_tensors")) {
+      Fields f(tj, "a rank_tensors entry", file);
+      RankTensor t{f.string("name"), f.string("dtype")};
+      if (!dtype_from_tag(t.dtype)) f.fail("\"" + t.name + "\" has an unknown dtype \"" + t.dtype + "\"");
+      if (t.name.empty() || t.name.find('[') != std::string::npos || t.name.rfind("buffer/", 0) == 0 ||
+          t.name.rfind("frozen/", 0) == 0 || !rank_names.insert(t.name).second) {
+        f.fail("\"" + t.name + "\" is empty, repeated, or a name the checkpoint's own tensors use");
+      }
+      m.rank_tensors.push_back(std::move(t));
+    }
+  }
   for (const Json& fj : top.array("files")) {
     Fields f(fj, "a file entry", file);
     FileRecord r{static_cast<int>(f.integer("rank", 0, m.world_size - 1)), f.string("name"),

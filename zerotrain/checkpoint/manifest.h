@@ -45,6 +45,13 @@ struct WholeTensor {
   std::string dtype;    // safetensors tag ("F32", "BF16", ...)
 };
 
+// A tensor every rank's file holds under one name, each rank its own value (a generator's
+// state, say): one dimension, any length.
+struct RankTensor {
+  std::string name;
+  std::string dtype;    // safetensors tag
+};
+
 struct FileRecord {
   int rank = 0;
   std::string name;     // a plain file name in the tag directory
@@ -87,6 +94,9 @@ struct Manifest {
   std::vector<ParamRecord> params;
   std::vector<WholeTensor> buffers;   // in rank 0's file as "buffer/<name>"
   std::vector<WholeTensor> frozen;    // in rank 0's file as "frozen/<name>"
+  // Providers' own tensors in every rank's file ("rank_tensors", absent when empty). "rng/cpu"
+  // is not among them: rng_saved says it is there.
+  std::vector<RankTensor> rank_tensors;
   std::vector<FileRecord> files;      // one per rank, by rank
   Json ds_config;
   Json client_state;

@@ -62,6 +62,9 @@ ExpectedTensors expected_tensors(const Manifest& m, int rank) {
     }
   }
   if (m.rng_saved) out.emplace("rng/cpu", ExpectedTensor{Dtype::kU8, {}, true, "the generator state"});
+  for (const RankTensor& t : m.rank_tensors) {
+    out.emplace(t.name, ExpectedTensor{*dtype_from_tag(t.dtype), {}, true, "\"" + t.name + "\""});
+  }
   return out;
 }
 

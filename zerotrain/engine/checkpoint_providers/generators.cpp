@@ -33,7 +33,10 @@ class Generators final : public checkpoint::StateProvider {
     }
   }
 
-  void describe(checkpoint::Manifest& m) override { m.rng_saved = true; }
+  void describe(checkpoint::Manifest& m) override {
+    m.rng_saved = true;
+    if (s_.device.is_cuda()) m.rank_tensors.push_back({kCudaKey, "U8"});
+  }
 
   void plan_load(checkpoint::LoadPlan& plan) override {
     const checkpoint::Manifest& m = plan.manifest();
