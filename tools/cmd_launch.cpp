@@ -101,6 +101,10 @@ Command add_launch_command(CLI::App& app) {
   cmd->add_option("--kill_grace_s", options->kill_grace_s,
                   "After a rank fails: seconds between SIGTERM and SIGKILL to the others (default 5)")
       ->check(in_range("--kill_grace_s", 0, kMaxSeconds, "a number of seconds from 0 to 1e9"));
+  cmd->add_option("--signal_grace_s", options->signal_grace_s,
+                  "After SIGTERM, SIGINT, SIGHUP or SIGUSR1 to the launcher (passed on to the ranks): seconds they "
+                  "have to save a checkpoint before SIGKILL (default 120)")
+      ->check(in_range("--signal_grace_s", 0, kMaxSeconds, "a number of seconds from 0 to 1e9"));
   cmd->add_option("--rank_offset", options->rank_offset, "Global rank of this node's first rank (set by --hostfile)")
       ->check(index("--rank_offset"))
       ->group("");

@@ -31,6 +31,7 @@ struct TrainOptions {
   bool skip_memory_check = false;
   bool bf16_if_native = false;
   bool save_steps_given = false;
+  bool save_on_signal = true;
 };
 
 // DeepSpeed's launcher passes --local_rank=N, and torchrun's environment LOCAL_RANK; when
@@ -151,8 +152,13 @@ Command add_train_command(CLI::App& app) {
                   "Set by DeepSpeed's launcher (--local_rank=N); must match LOCAL_RANK");
   cmd->add_flag("--skip_memory_check", o->skip_memory_check,
                 "Train even when the estimated peak exceeds the memory this host has left");
-  return {cmd, [o, save_steps] {
+  auto* save_on_signal = cmd->add_flag(
+      "--save_on_signal", o->save_on_signal,
+      "On SIGTERM or SIGUSR1 to any rank: finish the step, save a checkpoint, exit 143 (default with --output_dir; "
+      "--save_on_signal=false: the signal stops the run at once)");
+  return {cmd, [o, save_steps, save_on_signal] {
             o->save_steps_given = save_steps->count() > 0;
+            if (save_on_signal->count() > 0) o->args.save_on_signal = o->save_on_signal;
             return run_train(*o);
           }};
 }

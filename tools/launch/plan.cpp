@@ -286,7 +286,8 @@ void add_hostfile_children(SupervisorOptions& plan, const LaunchOptions& o, cons
       std::vector<std::string> remote{exe, "launch", "--nnodes", str(world.size()), "--node_rank", str(i),
                                       "--nproc_per_node", str(nproc), "--rank_offset", str(offset), "--world_size",
                                       str(world_size), "--master_addr", master_addr, "--master_port", str(master_port),
-                                      "--kill_grace_s", str(o.kill_grace_s)};
+                                      "--kill_grace_s", str(o.kill_grace_s), "--signal_grace_s",
+                                      str(o.signal_grace_s)};
       if (!o.log_dir.empty()) remote.insert(remote.end(), {"--log_dir", std::filesystem::absolute(o.log_dir).string()});
       if (!o.backend.empty()) remote.insert(remote.end(), {"--backend", o.backend});
       if (o.timeout_s > 0) remote.insert(remote.end(), {"--timeout_s", str(o.timeout_s)});
@@ -414,6 +415,7 @@ SupervisorOptions plan_launch(const LaunchOptions& options) {
            "no program to launch; put it after the options, e.g. zerotrain launch --nproc_per_node 2 -- ./train args");
   SupervisorOptions plan;
   plan.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(o.kill_grace_s * 1000));
+  plan.signal_grace = std::chrono::milliseconds(static_cast<int64_t>(o.signal_grace_s * 1000));
   if (!o.log_dir.empty()) plan.log_dir = o.log_dir;
 
   if (o.mpi_rank_wrapper) {

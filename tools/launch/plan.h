@@ -24,6 +24,7 @@ struct LaunchOptions {
   std::string backend;       // "" / auto / gloo / mpi: exported as ZEROTRAIN_COMM_BACKEND
   double timeout_s = 0;      // > 0: exported as ZEROTRAIN_COMM_TIMEOUT_S
   double kill_grace_s = 5;
+  double signal_grace_s = 120;
   int rank_offset = -1;      // set by the hostfile mode for each node it starts over ssh
   int world_size = -1;
   bool mpi_rank_wrapper = false;   // one rank under mpirun (tools/mpi_rank_main.cpp)

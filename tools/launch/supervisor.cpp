@@ -33,7 +33,7 @@ using Clock = std::chrono::steady_clock;
 // Signals to the launcher arrive through this pipe so that poll() wakes up on them. Only
 // on_signal() writes to it, one byte per signal, its number: the pipe is close-on-exec, above
 // descriptor 2 (open_standard_descriptors()), and a rank runs none of our handlers (start()).
-constexpr int kHandledSignals[] = {SIGINT, SIGTERM, SIGHUP};
+constexpr int kHandledSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1};
 int g_signal_pipe[2] = {-1, -1};
 void on_signal(int signo) {
   const int saved_errno = errno;
@@ -314,6 +314,9 @@ void start(Child& child) {
   child.err = {err[0], true, ""};
 }
 
+// zerotrain train's exit after saving a checkpoint on SIGTERM or SIGUSR1 (128 + SIGTERM).
+bool saved_on_signal(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 143; }
+
 int exit_code_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -450,9 +453,9 @@ int supervise(const SupervisorOptions& options) {
   int launcher_signal = 0;   // a signal the launcher received
   std::optional<Clock::time_point> kill_at;
   std::optional<Clock::time_point> drain_until;
-  auto stop_all = [&](int signo) {
+  auto stop_all = [&](int signo, std::chrono::milliseconds grace) {
     signal_all(children, signo);
-    if (!kill_at) kill_at = Clock::now() + options.kill_grace;
+    if (!kill_at) kill_at = Clock::now() + grace;
   };
 
   auto any_open = [&] {
@@ -489,7 +492,9 @@ int supervise(const SupervisorOptions& options) {
               std::cerr << "zerotrain launch: got SIG" << sigabbrev_np(signo) << "; stopping " << processes
                         << (processes == 1 ? " process" : " processes") << std::endl;
             }
-            stop_all(signo == SIGINT ? SIGINT : SIGTERM);
+            // SIGINT and SIGUSR1 reach the ranks as they are (zerotrain train saves on SIGUSR1
+            // and SIGTERM); SIGHUP as SIGTERM.
+            stop_all(signo == SIGINT || signo == SIGUSR1 ? signo : SIGTERM, options.signal_grace);
           }
         }
       }
@@ -503,7 +508,7 @@ int supervise(const SupervisorOptions& options) {
     for (size_t i = 0; i < children.size(); ++i) {
       if (failed < 0 && !launcher_signal && !kill_at && children[i].first_failure() != nullptr) {
         failed = static_cast<int>(i);
-        stop_all(SIGTERM);
+        stop_all(SIGTERM, options.kill_grace);
       }
     }
     // Our children, and the orphans reparented to us (reaped and forgotten).
@@ -523,7 +528,13 @@ int supervise(const SupervisorOptions& options) {
                                           : WIFEXITED(status) && WEXITSTATUS(status) == 0;
       if (!ok && failed < 0 && !launcher_signal && !kill_at) {
         failed = static_cast<int>(found->second);
-        stop_all(SIGTERM);
+        if (saved_on_signal(status)) {
+          // The others stop after the same step and are saving the same checkpoint: a
+          // SIGTERM now could end one before its save is done. They get the grace instead.
+          kill_at = Clock::now() + options.signal_grace;
+        } else {
+          stop_all(SIGTERM, options.kill_grace);
+        }
       }
     }
     for (auto& c : children) {
@@ -583,6 +594,11 @@ int supervise(const SupervisorOptions& options) {
   }
   if (failed < 0) return 0;
   const Child& c = children[failed];
+  if (saved_on_signal(c.status)) {
+    std::cerr << "zerotrain launch: " << c.spec->label << " stopped on a signal after saving a checkpoint (exit 143); "
+              << "its output above names the checkpoint\n" << std::flush;
+    return exit_code_of(c.status);
+  }
   if (!c.spec->prefix_output) {
     // mpirun without a rank's record, or a remote launcher: the report is its own, above.
     std::cerr << "zerotrain launch: " << c.spec->label << " failed first: it " << describe_status(c.status);

@@ -32,6 +32,9 @@ struct SupervisorOptions {
   std::vector<ChildSpec> children;
   std::optional<std::filesystem::path> log_dir;   // one <log_name> per child
   std::chrono::milliseconds kill_grace{5000};     // SIGTERM -> SIGKILL
+  // The launcher got a signal (or a rank ended with 143, having saved on one): the ranks have
+  // this long to finish a checkpoint before SIGKILL.
+  std::chrono::milliseconds signal_grace{120000};
   int tail_lines = 20;                            // lines of the failed child's output to repeat
   bool announce_signals = true;                   // say "got SIGTERM; stopping ..." on stderr
   // A wrapper under mpirun: a failed child is reported as a record line on stderr for the

@@ -90,6 +90,12 @@ class ResourceError : public Error { // the machine lacks what the job needs: me
   int exit_code() const override { return 10; }
 };
 
+class Preempted : public Error {     // a signal asked the run to stop; a checkpoint was saved first
+ public:
+  explicit Preempted(const std::string& message) : Error("signal", message) {}
+  int exit_code() const override { return 143; }   // 128 + SIGTERM, as a process stopped by it
+};
+
 class InternalError : public Error { // a zerotrain bug
  public:
   explicit InternalError(const std::string& message) : Error("internal", message) {}

@@ -11,6 +11,7 @@
 #include "zerotrain/data/loader.h"
 #include "zerotrain/data/sampler.h"
 #include "zerotrain/trainer/device.h"
+#include "zerotrain/trainer/preemption.h"
 #include "zerotrain/trainer/trainer_impl.h"
 
 namespace zerotrain {
@@ -121,12 +122,31 @@ TrainOutput Trainer::Impl::train() {
     evaluate();
     eval_s_in_epoch += seconds_since(t);
   };
+  std::string last_saved_dir;
   auto do_save = [&] {
     if (!saves || state.global_step == last_saved_step) return;
     const auto t = Clock::now();
-    save();
+    last_saved_dir = save();
     last_saved_step = state.global_step;
     eval_s_in_epoch += seconds_since(t);
+  };
+  // After each step every rank learns whether any was signalled, so all stop after the same one.
+  std::optional<trainer::SignalWatch> signals;
+  if (args.save_on_signal.value_or(!args.output_dir.empty())) signals.emplace();
+  auto stop_if_signalled = [&] {
+    const int signo = trainer::agreed_signal(*comm, signals->received());
+    if (signo == 0) return;
+    if (state.global_step != last_saved_step) {
+      last_saved_dir = save();
+      last_saved_step = state.global_step;
+    }
+    signals->save_finished();
+    log->event({{"event", "stopped_on_signal"}, {"signal", trainer::signal_name(signo)}, {"step", state.global_step},
+                {"checkpoint", last_saved_dir}});
+    log->finish();
+    throw Preempted(std::string("got ") + trainer::signal_name(signo) + ": saved checkpoint " + last_saved_dir +
+                    " at global step " + std::to_string(state.global_step) +
+                    "; continue with --resume_from_checkpoint true");
   };
 
   bool stop = first_step >= state.max_steps;
@@ -192,6 +212,7 @@ TrainOutput Trainer::Impl::train() {
       if (control.should_evaluate) do_evaluate();
       if (control.should_save) do_save();
       control.should_evaluate = control.should_save = false;
+      if (signals) stop_if_signalled();
       if (control.should_training_stop) break;
     }
     skip_steps = 0;

@@ -37,6 +37,8 @@ void check(const TrainingArguments& a) {
   need(a.max_steps == -1 || a.max_steps > 0,
        detail::str("--max_steps ", a.max_steps, ": must be at least 1, or -1 to train --num_train_epochs"));
   need(a.logging_steps > 0, detail::str("--logging_steps ", a.logging_steps, ": must be at least 1"));
+  need(!a.save_on_signal.value_or(false) || !a.output_dir.empty(),
+       "--save_on_signal saves a checkpoint into --output_dir: give --output_dir DIR (or --save_on_signal=false)");
   need(!a.eval_steps || *a.eval_steps > 0, detail::str("--eval_steps ", a.eval_steps.value_or(0), ": must be at least 1"));
   need(a.save_steps >= 0, detail::str("--save_steps ", a.save_steps, ": must be at least 0 (0 saves no checkpoint)"));
   need(a.save_total_limit >= 0,

@@ -53,6 +53,9 @@ struct TrainingArguments {
   int64_t dataloader_num_workers = 0;     // 0: load in the training thread
   bool dataloader_drop_last = false;
   std::string resume_from_checkpoint;     // a checkpoint-<step> folder, or "true": the newest in output_dir
+  // SIGTERM or SIGUSR1 on any rank: every rank finishes the step, saves a checkpoint and the
+  // run ends with Preempted (exit 143). Default: on when output_dir is set; true needs it.
+  std::optional<bool> save_on_signal;
   std::vector<std::string> report_to;     // "tensorboard", "csv", "jsonl" (HF's default is none)
   bool disable_tqdm = false;              // no progress bar
   // Early stopping (HF's EarlyStoppingCallback; 0: off) and the metric it watches.
