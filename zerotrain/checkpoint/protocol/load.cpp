@@ -44,7 +44,7 @@ std::optional<LoadedTag> load(comm::Communicator& comm, const Providers& provide
   try {
     throw_if_any_failed(exchange_status(comm, read), what);
   } catch (const CheckpointError& e) {
-    throw PartialLoadError(e.what());
+    throw PartialLoadError(e.message());
   }
   for (const auto& provider : providers) provider->commit_load(reader->manifest());
   return LoadedTag{tag_dir, reader->manifest()};
