@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <tuple>
 
@@ -65,6 +66,22 @@ TEST(SignalWatch, TheHandlersBeforeItComeBack) {
   });
   ASSERT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(WTERMSIG(status), SIGUSR1);
+}
+
+// Ranks in threads of one process each hold a watch: they share the handlers and the signal.
+TEST(SignalWatch, WatchesInOneProcessShareTheSignal) {
+  const int status = status_of_child([] {
+    auto first = std::make_unique<SignalWatch>();
+    SignalWatch second;
+    ::raise(SIGUSR1);
+    if (first->received() != SIGUSR1 || second.received() != SIGUSR1) ::_exit(3);
+    first.reset();      // the handlers stay while a watch remains
+    second.save_finished();
+    ::raise(SIGUSR1);   // ignored after the save
+    if (second.received() != SIGUSR1) ::_exit(4);
+  });
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(SignalWatch, EveryRankLearnsTheSignalOneRankGot) {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstring>
+#include <mutex>
 
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/core/error.h"
@@ -17,7 +18,10 @@ constexpr int kWatched[] = {SIGTERM, SIGUSR1};
 // Written by the handler: lock-free atomics are async-signal-safe.
 std::atomic<int> g_received{0};
 std::atomic<bool> g_saved{false};
-std::atomic<bool> g_installed{false};
+// Watches in this process (a thread world runs each rank's Trainer in one): the first
+// installs the handlers, the last puts the previous ones back.
+std::mutex g_mutex;
+int g_watches = 0;
 struct sigaction g_previous[std::size(kWatched)];
 
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
@@ -37,7 +41,8 @@ void on_signal(int signo) {
 }  // namespace
 
 SignalWatch::SignalWatch() {
-  ZT_INTERNAL_ASSERT(!g_installed.exchange(true), "a second SignalWatch in one process");
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_watches++ > 0) return;
   g_received = 0;
   g_saved = false;
   struct sigaction action {};
@@ -48,8 +53,9 @@ SignalWatch::SignalWatch() {
 }
 
 SignalWatch::~SignalWatch() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (--g_watches > 0) return;
   for (size_t i = 0; i < std::size(kWatched); ++i) ::sigaction(kWatched[i], &g_previous[i], nullptr);
-  g_installed = false;
 }
 
 int SignalWatch::received() const { return g_received.load(); }

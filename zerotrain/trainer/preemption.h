@@ -15,7 +15,8 @@ namespace zerotrain::trainer {
 class SignalWatch {
  public:
   // Installs the handlers for SIGTERM and SIGUSR1; the destructor restores the ones before.
-  // One watch at a time in a process.
+  // Watches at once in one process (ranks in threads) share the handlers and what they
+  // received: the first installs them, the last restores.
   SignalWatch();
   ~SignalWatch();
   SignalWatch(const SignalWatch&) = delete;
