@@ -416,6 +416,9 @@ SupervisorOptions plan_launch(const LaunchOptions& options) {
   SupervisorOptions plan;
   plan.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(o.kill_grace_s * 1000));
   plan.signal_grace = std::chrono::milliseconds(static_cast<int64_t>(o.signal_grace_s * 1000));
+  // Under mpirun the ranks' wrappers and mpirun itself stop on --kill_grace_s, as before: the
+  // longer grace for a save is the local launcher's (docs/launch.md).
+  if (o.mpi_rank_wrapper || uses_mpirun(o)) plan.signal_grace = plan.kill_grace;
   if (!o.log_dir.empty()) plan.log_dir = o.log_dir;
 
   if (o.mpi_rank_wrapper) {
