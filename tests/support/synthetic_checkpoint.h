@@ -126,7 +126,7 @@ inline checkpoint::Manifest write_synthetic_checkpoint(const std::filesystem::pa
       whole("frozen/", spec.frozen, spec.params.size());
       whole("buffer/", spec.buffers, spec.params.size() + spec.frozen.size());
     }
-    const auto file = ckpt::prepare_safetensors(std::move(sources), {{"format", "zerotrain-rank-file"}}, true);
+    const auto file = ckpt::prepare_safetensors(std::move(sources), {{"format", "zerotrain-rank-file"}}, ckpt::TensorChecksums::kNow);
     const auto w = ckpt::write_safetensors(dir / ckpt::rank_file_name(rank), file);
     m.files.push_back({rank, ckpt::rank_file_name(rank), w.bytes, w.checksum, w.header_checksum});
   }

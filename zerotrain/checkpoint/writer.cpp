@@ -37,25 +37,54 @@ int64_t PreparedFile::bytes() const {
   return n;
 }
 
+namespace {
+
+std::vector<TensorEntry> entries_of(const std::vector<TensorSource>& tensors) {
+  std::vector<TensorEntry> entries;
+  entries.reserve(tensors.size());
+  for (const auto& t : tensors) entries.push_back({t.key, t.dtype, t.shape, 0, 0});
+  return entries;
+}
+
+void checksum_into(std::map<std::string, std::string>& metadata, const std::vector<TensorSource>& tensors,
+                   bool placeholder) {
+  for (const auto& t : tensors) {
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    metadata[std::string(kTensorChecksumPrefix) + t.key] =
+        to_hex(placeholder ? 0 : checksum_of(t.data, numel * dtype_size(t.dtype)));
+  }
+}
+
+}  // namespace
+
 PreparedFile prepare_safetensors(std::vector<TensorSource> tensors, std::map<std::string, std::string> metadata,
-                                 bool tensor_checksums) {
+                                 TensorChecksums checksums) {
   std::stable_sort(tensors.begin(), tensors.end(),
                    [](const TensorSource& a, const TensorSource& b) { return dtype_size(a.dtype) > dtype_size(b.dtype); });
-  std::vector<TensorEntry> entries;
-  for (const auto& t : tensors) {
-    TensorEntry e{t.key, t.dtype, t.shape, 0, 0};
-    if (tensor_checksums) {
-      metadata[std::string(kTensorChecksumPrefix) + t.key] = to_hex(checksum_of(t.data, e.numel() * dtype_size(t.dtype)));
-    }
-    entries.push_back(std::move(e));
-  }
+  if (checksums != TensorChecksums::kNone) checksum_into(metadata, tensors, checksums == TensorChecksums::kLater);
   PreparedFile f;
+  std::vector<TensorEntry> entries = entries_of(tensors);
   f.header = encode_safetensors_header(entries, metadata);
   f.tensors = std::move(tensors);
+  f.metadata = std::move(metadata);
+  f.checksums_pending = checksums == TensorChecksums::kLater;
   return f;
 }
 
+void fill_tensor_checksums(PreparedFile& file) {
+  if (!file.checksums_pending) return;
+  checksum_into(file.metadata, file.tensors, false);
+  std::vector<TensorEntry> entries = entries_of(file.tensors);
+  std::string header = encode_safetensors_header(entries, file.metadata);
+  // The hex of a checksum is fixed-width: the size counted for the room check stays right.
+  ZT_INTERNAL_ASSERT(header.size() == file.header.size(), "a checkpoint header changed size when its checksums were filled in");
+  file.header = std::move(header);
+  file.checksums_pending = false;
+}
+
 WrittenFile write_safetensors(const std::filesystem::path& path, const PreparedFile& file) {
+  ZT_INTERNAL_ASSERT(!file.checksums_pending, "a checkpoint file written before its checksums were filled in");
   AtomicFile out(path);
   out.write(file.header);
   for (const auto& t : file.tensors) {

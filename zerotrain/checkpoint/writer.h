@@ -27,17 +27,28 @@ struct WrittenFile {
   uint64_t header_checksum = 0;   // of its first 8 + N bytes
 };
 
-// The header a file of `tensors` gets (tensors reordered widest dtype first; per-tensor
-// checksums in __metadata__ when `tensor_checksums`). `tensors`' data must be readable.
+// Per-tensor checksums in the header's __metadata__: none, computed now, or a placeholder
+// of the same width now and the values later (fill_tensor_checksums), so that the file's
+// size is known before its data is read (an asynchronous save sizes the file, checks the
+// room, and leaves the reading to its background writer).
+enum class TensorChecksums { kNone, kNow, kLater };
+
+// The header a file of `tensors` gets (tensors reordered widest dtype first). With kNow or
+// kNone, `tensors`' data must be readable now; with kLater, by fill_tensor_checksums.
 struct PreparedFile {
   std::string header;
   std::vector<TensorSource> tensors;   // in data order
+  std::map<std::string, std::string> metadata;
+  bool checksums_pending = false;
   int64_t bytes() const;
 };
 PreparedFile prepare_safetensors(std::vector<TensorSource> tensors, std::map<std::string, std::string> metadata,
-                                 bool tensor_checksums);
+                                 TensorChecksums checksums);
+// The checksums a kLater file left out, into its header (whose size does not change).
+void fill_tensor_checksums(PreparedFile& file);
 
-// Writes `file` to `path` atomically. IoError on failure; nothing is left at `path` then.
+// Writes `file` (its checksums filled in) to `path` atomically. IoError on failure; nothing
+// is left at `path` then.
 WrittenFile write_safetensors(const std::filesystem::path& path, const PreparedFile& file);
 
 // Throws IoError when `bytes` more cannot be written into `dir`: less free space on its file
