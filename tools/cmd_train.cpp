@@ -115,6 +115,9 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--save_strategy", o->save_strategy, "no, steps or epoch (saves need --output_dir)")->capture_default_str();
   auto* save_steps =
       add_number_flag(*cmd, "--save_steps", a.save_steps, "Save a checkpoint every N optimizer steps (0: never)");
+  cmd->add_flag("--save_async", a.save_async,
+                "Write checkpoints in the background from a snapshot of the state: training waits only for the copy "
+                "(fills checkpoint.async_save)");
   add_number_flag(*cmd, "--save_total_limit", a.save_total_limit,
                   "Keep the newest N checkpoint-<step> folders, deleting older ones after each save (0: keep all)");
   cmd->add_option("--resume_from_checkpoint", a.resume_from_checkpoint,

@@ -174,6 +174,11 @@ void bind_engine(py::module_& m) {
            py::arg("save_dir"), py::arg("filename"), py::arg("exclude_frozen_parameters") = false,
            py::arg("max_shard_bytes") = ModelSaveOptions{}.max_shard_bytes,
            py::arg("extra_files") = std::vector<std::pair<std::string, py::bytes>>{}, py::arg("caller_error") = "")
+      .def("wait_for_checkpoint", [](PyEngine& e) {
+        py::gil_scoped_release no_gil;   // a collective: other ranks wait on it
+        return e.get().wait_for_checkpoint();
+      })
+      .def("checkpoint_in_flight", [](PyEngine& e) { return e.get().checkpoint_in_flight(); })
       .def("destroy", [](PyEngine& e) {
         py::gil_scoped_release no_gil;
         e.engine.reset();

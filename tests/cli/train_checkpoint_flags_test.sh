@@ -62,5 +62,18 @@ expect resume_other_batch 0 "with a global batch of 4 but it was saved with 8" -
 expect resume_other_model 8 "the checkpoint is of a different model" -- \
   "${train[@]}" --max_steps 6 --model_config n_hidden=32 --resume_from_checkpoint "$tmp/run/checkpoint-5"
 
+# --save_async: the same checkpoints, written in the background; --save_total_limit keeps
+# complete folders only (the one being written is extra until it is published).
+expect saves_async 0 "step 5/" "in the background" -- \
+  "${train[@]}" --max_steps 5 --output_dir "$tmp/async" --save_steps 2 --save_async --save_total_limit 2
+check async_rotation_keeps_2 test "$(cd "$tmp/async" && echo checkpoint-*)" = "checkpoint-4 checkpoint-5"
+check async_same_bytes_as_sync cmp "$tmp/run/checkpoint-5/global_step5/rank_00000.safetensors" \
+  "$tmp/async/checkpoint-5/global_step5/rank_00000.safetensors"
+check async_nothing_left test -z "$(cd "$tmp/async/checkpoint-5" && ls -A | grep -v '^global_step5$' | grep -v '^latest$')"
+printf '{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "checkpoint": {"async_save": false}}' \
+  >"$tmp/sync_config.json"
+expect save_async_config_says_false 3 "checkpoint.async_save =false vs hf save_async=true" -- \
+  "$zt" train --model mlp --deepspeed "$tmp/sync_config.json" --max_steps 1 --output_dir "$tmp/mismatch" --save_async
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

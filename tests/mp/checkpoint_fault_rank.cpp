@@ -5,6 +5,9 @@
 //       trains 2 steps and saves DIR/global_step2; trains 2 more and saves DIR/global_step4,
 //       where rank 1 kills itself with SIGKILL right after its first write of its rank file
 //       (checkpoint::set_write_observer), having printed "rank 1 dies writing PATH".
+//   checkpoint_fault_rank DIR kill-in-second-async-save
+//       the same with checkpoint.async_save: rank 1's background writer dies, while the
+//       training thread of every rank goes on to step 6 (rank 0 then waits on rank 1).
 //   checkpoint_fault_rank DIR resume
 //       loads the tag DIR/latest names, prints "loaded global_steps=N", trains to step 4 and
 //       saves DIR/global_step4 (printing "saved global_step4").
@@ -58,14 +61,21 @@ int main(int argc, char** argv) {
     auto comm = zerotrain::comm::Communicator::init();
     const ParityCase c{2, comm.world_size(), 1};
     ParityNet net = make_parity_net(false);
-    auto engine = zerotrain::initialize(net.ptr(), parity_config(c), {.comm = comm});
+    const bool async = mode == "kill-in-second-async-save";
+    zerotrain::Config config = parity_config(c);
+    config.checkpoint.async_save = async;
+    auto engine = zerotrain::initialize(net.ptr(), config, {.comm = comm});
     const ParityData data = make_parity_data();
-    if (mode == "kill-in-second-save") {
+    if (mode == "kill-in-second-save" || async) {
       train_to(engine, net, data, c, comm.rank(), 2);
       engine.save_checkpoint(dir);
       train_to(engine, net, data, c, comm.rank(), 4);
       arm_victim(comm.rank());
       engine.save_checkpoint(dir);
+      if (async) {
+        train_to(engine, net, data, c, comm.rank(), 6);
+        engine.wait_for_checkpoint();
+      }
       std::cerr << "rank " << comm.rank() << ": the second save finished, but rank " << kVictim
                 << " should have died in it" << std::endl;
       return 1;

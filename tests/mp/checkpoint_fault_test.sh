@@ -9,9 +9,13 @@
 #   - a second job loads global_step2 (global_steps 2), trains on and saves global_step4:
 #     the staging directory is gone and `latest` names global_step4.
 #
-#   checkpoint_fault_test.sh ZEROTRAIN CHECKPOINT_FAULT_RANK BACKEND
+# With `async` the saves are checkpoint.async_save's: rank 1's background writer dies while
+# the training threads go on, and the same must hold.
+#
+#   checkpoint_fault_test.sh ZEROTRAIN CHECKPOINT_FAULT_RANK BACKEND [async]
 set -u
-ZT=$1 PROGRAM=$2 BACKEND=$3
+ZT=$1 PROGRAM=$2 BACKEND=$3 MODE=kill-in-second-save
+[ "${4:-}" = async ] && MODE=kill-in-second-async-save
 GRACE_S=2 SLACK_S=20
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -20,7 +24,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 start=$(date +%s.%N)
 "$ZT" launch --nproc_per_node 2 --backend "$BACKEND" --timeout_s 60 --kill_grace_s $GRACE_S \
-  -- "$PROGRAM" "$ckpt" kill-in-second-save >"$out/kill.out" 2>"$out/kill.err"
+  -- "$PROGRAM" "$ckpt" $MODE >"$out/kill.out" 2>"$out/kill.err"
 rc=$?
 elapsed=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $start}")
 show() { echo "--- stdout"; tail -20 "$out/kill.out"; echo "--- stderr"; tail -20 "$out/kill.err"; }

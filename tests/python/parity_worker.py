@@ -39,6 +39,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--save", default=None, help="save a checkpoint here at the end")
     ap.add_argument("--load", default=None, help="load this checkpoint first, then train --steps more")
+    ap.add_argument("--async_save", action="store_true",
+                    help="checkpoint.async_save; the script never waits for it (its end publishes it)")
     ap.add_argument("--start_step", type=int, default=0, help="the global step the data starts at")
     ap.add_argument("--evaluate", action="store_true",
                     help="after training: a torch.no_grad() evaluation loss, and for transformers models a greedy "
@@ -50,6 +52,8 @@ def main():
     rank = int(os.environ.get("RANK", "0"))
     model = models.build(args.model)
     cfg = models.config(args.stage, args.accum, args.micro, world, args.dtype)
+    if args.async_save:
+        cfg["checkpoint"] = {"async_save": True}
     engine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
     if args.load:
         path, client = engine.load_checkpoint(args.load)

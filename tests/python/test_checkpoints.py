@@ -72,6 +72,19 @@ def test_resume_at_another_world_size_and_stage(ranks, tmp_path, saved, resumed)
     assert "complete" in proc.stdout
 
 
+def test_an_async_save_is_the_same_files_and_is_published_at_the_scripts_end(ranks, tmp_path):
+    # The script saves as its last act and ends without waiting: the engine publishes the
+    # checkpoint at exit, with the bytes a synchronous save writes.
+    sync, background = tmp_path / "sync", tmp_path / "async"
+    ranks("parity_worker.py", ["--stage", 2, "--steps", STEPS, "--save", sync], 2)
+    ranks("parity_worker.py", ["--stage", 2, "--steps", STEPS, "--save", background, "--async_save"], 2)
+    tag = f"global_step{STEPS}"
+    assert (background / "latest").read_text() == tag
+    assert sorted(os.listdir(background)) == [tag, "latest"]
+    for name in ("rank_00000.safetensors", "rank_00001.safetensors"):
+        assert (sync / tag / name).read_bytes() == (background / tag / name).read_bytes(), name
+
+
 def test_python_reads_a_checkpoint_the_command_saved(tmp_path):
     zt = os.path.join(os.path.dirname(zerotrain.__file__), "_bin", "zerotrain")
     cfg = tmp_path / "ds.json"

@@ -5,9 +5,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <condition_variable>
+#include <cstdlib>
 #include <functional>
+#include <iterator>
+#include <mutex>
 #include <thread>
 
+#include "zerotrain/checkpoint/file_io.h"
+#include "zerotrain/checkpoint/protocol/async_save.h"
 #include "zerotrain/checkpoint/protocol/load.h"
 #include "zerotrain/checkpoint/protocol/save.h"
 #include "zerotrain/checkpoint/reader.h"
@@ -26,10 +32,11 @@ struct Counter final : zerotrain::checkpoint::StateProvider {
   int fail_save_on = -1, fail_plan_on = -1;
   std::vector<std::string>* events = nullptr;
   at::Tensor loaded;
+  at::Tensor live;   // saved as it is, when defined (the state training would go on changing)
 
   void save(RankFileContents& file) override {
     if (file.rank() == fail_save_on) throw zerotrain::IoError("the counter cannot be saved here", "test");
-    file.add("counter/value", at::full({3}, static_cast<float>(file.rank() + 10)));
+    file.add("counter/value", live.defined() ? live : at::full({3}, static_cast<float>(file.rank() + 10)));
   }
   void describe(Manifest& m) override {
     m.counters.global_steps = 7;
@@ -144,6 +151,148 @@ TEST_F(CheckpointProtocol, ASaveThatFailsOnOneRankLeavesThePreviousCheckpoint) {
   EXPECT_EQ(zerotrain::checkpoint::read_latest_tag(dir_).value_or(""), "t1");
   EXPECT_FALSE(fs::exists(dir_ / "t2"));
   EXPECT_FALSE(fs::exists(dir_ / ".t2.partial"));
+  std::vector<Rank> loading(2);
+  load(loading);
+  for (const Rank& r : loading) EXPECT_EQ(r.error, "");
+}
+
+// ---- Asynchronous saves ----
+
+// Rank files whose writer waits, in the background thread, until released.
+class HeldWrites {
+ public:
+  HeldWrites() {
+    zerotrain::checkpoint::set_write_observer([this](const fs::path& path, int64_t) {
+      if (path.filename().string().rfind("rank_", 0) != 0) return;
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return released_; });
+    });
+  }
+  ~HeldWrites() {
+    release();
+    zerotrain::checkpoint::set_write_observer(nullptr);
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+};
+
+zerotrain::checkpoint::SaveRequest request_for(const fs::path& dir, const std::string& tag) {
+  zerotrain::checkpoint::SaveRequest request;
+  request.save_dir = dir;
+  request.tag = tag;
+  request.client_state = {{"epoch", 3}};
+  return request;
+}
+
+TEST_F(CheckpointProtocol, AnAsyncSaveSavesTheStateAtTheSaveAndPublishesOnlyWhenEveryRankWrote) {
+  std::vector<Rank> first(2);
+  save(first, "t1");
+  std::vector<Rank> ranks(2);
+  std::vector<std::string> before_release(2), latest_while_writing(2);
+  std::vector<int> published(2, 0);
+  {
+    HeldWrites held;
+    on_two_ranks(ranks, [&](Communicator& comm, Rank& rank) {
+      const int r = comm.rank();
+      rank.counter.live = at::full({3}, static_cast<float>(r + 20));
+      std::vector<at::Tensor> reuse;
+      auto pending = zerotrain::checkpoint::AsyncSave::start(comm, providers_of(rank), request_for(dir_, "t2"), reuse);
+      ASSERT_NE(pending, nullptr);
+      rank.counter.live.fill_(-1.0f);   // training goes on changing the state
+      // Both writers are held: polling publishes nothing, on every rank alike.
+      for (int i = 0; i < 3; ++i) {
+        if (pending->finish(comm, false)) ++published[static_cast<size_t>(r)];
+      }
+      latest_while_writing[static_cast<size_t>(r)] = zerotrain::checkpoint::read_latest_tag(dir_).value_or("");
+      if (r == 0) before_release[0] = fs::exists(dir_ / ".t2.partial") ? "staging" : "no staging";
+      comm.barrier().wait();
+      if (r == 0) held.release();
+      const auto saved = pending->finish(comm, true);
+      ASSERT_TRUE(saved.has_value());
+      EXPECT_EQ(saved->dir, dir_ / "t2");
+    });
+  }
+  for (const Rank& r : ranks) EXPECT_EQ(r.error, "");
+  EXPECT_EQ(published, (std::vector<int>{0, 0}));
+  EXPECT_EQ(latest_while_writing, (std::vector<std::string>{"t1", "t1"}));
+  EXPECT_EQ(before_release[0], "staging");
+  EXPECT_EQ(zerotrain::checkpoint::read_latest_tag(dir_).value_or(""), "t2");
+  std::vector<Rank> loading(2);
+  load(loading);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(loading[static_cast<size_t>(r)].error, "");
+    EXPECT_TRUE(at::equal(loading[static_cast<size_t>(r)].counter.loaded, at::full({3}, static_cast<float>(r + 20))))
+        << "rank " << r << " loaded what training wrote after the save";
+  }
+}
+
+TEST_F(CheckpointProtocol, AnAsyncSaveWritesTheBytesOfASynchronousOne) {
+  std::vector<Rank> ranks(2);
+  on_two_ranks(ranks, [&](Communicator& comm, Rank& rank) {
+    rank.counter.live = at::arange(1000, at::kFloat) * static_cast<float>(comm.rank() + 1);
+    zerotrain::checkpoint::save(comm, providers_of(rank), request_for(dir_, "sync"));
+    std::vector<at::Tensor> reuse;
+    auto pending = zerotrain::checkpoint::AsyncSave::start(comm, providers_of(rank), request_for(dir_, "async"), reuse);
+    ASSERT_NE(pending, nullptr);
+    ASSERT_TRUE(pending->finish(comm, true).has_value());
+  });
+  for (const Rank& r : ranks) EXPECT_EQ(r.error, "");
+  const auto read = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  for (const char* file : {"rank_00000.safetensors", "rank_00001.safetensors"}) {
+    const std::string a = read(dir_ / "sync" / file), b = read(dir_ / "async" / file);
+    EXPECT_GT(a.size(), 4000u) << file;
+    EXPECT_TRUE(a == b) << file << " differs between the synchronous and the background save";
+  }
+}
+
+TEST_F(CheckpointProtocol, AnAsyncWriteThatFailsOnOneRankFailsTheSaveOnEveryRank) {
+  std::vector<Rank> first(2);
+  save(first, "t1");
+  zerotrain::checkpoint::set_write_observer([](const fs::path& path, int64_t) {
+    if (path.filename() == "rank_00001.safetensors") throw zerotrain::IoError("the disk went away", "test");
+  });
+  std::vector<Rank> ranks(2);
+  on_two_ranks(ranks, [&](Communicator& comm, Rank& rank) {
+    std::vector<at::Tensor> reuse;
+    auto pending = zerotrain::checkpoint::AsyncSave::start(comm, providers_of(rank), request_for(dir_, "t2"), reuse);
+    ASSERT_NE(pending, nullptr);
+    pending->finish(comm, true);
+  });
+  zerotrain::checkpoint::set_write_observer(nullptr);
+  for (const Rank& r : ranks) {
+    EXPECT_NE(r.error.find("rank 1: [test] the disk went away"), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("the disk went away"), std::string::npos) << r.error;
+  }
+  EXPECT_EQ(zerotrain::checkpoint::read_latest_tag(dir_).value_or(""), "t1");
+  EXPECT_FALSE(fs::exists(dir_ / "t2"));
+  EXPECT_FALSE(fs::exists(dir_ / ".t2.partial"));
+}
+
+TEST_F(CheckpointProtocol, AnAsyncSaveWithoutMemoryForItsSnapshotSavesSynchronously) {
+  // One rank's available memory is below its snapshot: every rank saves synchronously.
+  std::vector<Rank> ranks(2);
+  ::setenv("ZEROTRAIN_MEMORY_AVAILABLE", "8B", 1);
+  on_two_ranks(ranks, [&](Communicator& comm, Rank& rank) {
+    std::vector<at::Tensor> reuse;
+    auto pending = zerotrain::checkpoint::AsyncSave::start(comm, providers_of(rank), request_for(dir_, "t1"), reuse);
+    EXPECT_EQ(pending, nullptr);
+  });
+  ::unsetenv("ZEROTRAIN_MEMORY_AVAILABLE");
+  for (const Rank& r : ranks) EXPECT_EQ(r.error, "");
+  EXPECT_EQ(zerotrain::checkpoint::read_latest_tag(dir_).value_or(""), "t1");
   std::vector<Rank> loading(2);
   load(loading);
   for (const Rank& r : loading) EXPECT_EQ(r.error, "");

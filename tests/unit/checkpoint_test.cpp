@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <cstring>
 #include <fstream>
+#include <condition_variable>
 #include <iostream>
+#include <optional>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -35,9 +37,12 @@ struct TrainSetup {
   int world = 1;
   int stage = 0;
   std::string dtype = "fp32";
+  bool async = false;   // checkpoint.async_save
 };
 
-void PrintTo(const TrainSetup& s, std::ostream* os) { *os << "world " << s.world << " stage " << s.stage << " " << s.dtype; }
+void PrintTo(const TrainSetup& s, std::ostream* os) {
+  *os << "world " << s.world << " stage " << s.stage << " " << s.dtype << (s.async ? " async" : "");
+}
 
 Config setup_config(const TrainSetup& s) {
   std::string json = R"({"train_batch_size": 24,
@@ -47,6 +52,7 @@ Config setup_config(const TrainSetup& s) {
                      R"(, "reduce_bucket_size": 50, "stage3_param_persistence_threshold": 0})";
   if (s.dtype == "bf16") json += R"(, "bf16": {"enabled": true})";
   if (s.dtype == "fp16") json += R"(, "fp16": {"enabled": true, "initial_scale_power": 8})";
+  if (s.async) json += R"(, "checkpoint": {"async_save": true})";
   return Config::from_string(json + "}");
 }
 
@@ -79,11 +85,42 @@ struct RunResult {
   std::vector<std::string> errors;
 };
 
+// Holds the rank files' background writes until released: an asynchronous save's files are
+// then written while training has gone on for steps, from the snapshot of the state at the save.
+class WriteGate {
+ public:
+  WriteGate() {
+    checkpoint::set_write_observer([this](const fs::path& path, int64_t) {
+      if (path.filename().string().rfind("rank_", 0) != 0) return;
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return open_; });
+    });
+  }
+  ~WriteGate() {
+    open();
+    checkpoint::set_write_observer(nullptr);
+  }
+  void open() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
 RunResult run(const TrainSetup& s, const RunOptions& o) {
   RunResult result;
   result.losses.assign(kCkptSteps, 0.0);
   result.grad_norms.assign(kCkptSteps, 0.0);
   std::mutex mu;
+  std::optional<WriteGate> gate;
+  if (s.async && o.save_after > 0) gate.emplace();
   result.errors = run_ranks(s.world, [&](int rank, comm::Communicator& comm) {
     ShardedParityNet net = make_sharded_parity_net(false);
     Engine engine = initialize(net.ptr(), setup_config(s), {.comm = comm});
@@ -101,6 +138,8 @@ RunResult run(const TrainSetup& s, const RunOptions& o) {
       engine.backward(loss);
       engine.step();
       if (rank == 0) result.grad_norms[step] = engine.get_global_grad_norm().value_or(std::nan(""));
+      // Two steps after an asynchronous save, its writers may go on.
+      if (gate && step + 1 == o.save_after + 2 && rank == 0) gate->open();
       if (step + 1 == o.save_after) {
         engine.save_checkpoint(o.save_dir);
         auto weights = engine.consolidated_16bit_state_dict();
@@ -109,6 +148,7 @@ RunResult run(const TrainSetup& s, const RunOptions& o) {
         }
       }
     }
+    engine.wait_for_checkpoint();   // an asynchronous save is published by the end
     auto weights = engine.consolidated_16bit_state_dict();
     if (rank == 0) {
       result.global_steps = engine.global_steps();
@@ -168,13 +208,19 @@ std::vector<TrainSetup> round_trip_setups() {
   }
   out.push_back({2, 2, "fp16"});
   out.push_back({2, 0, "fp16"});
+  // Saved in the background while training goes on: the snapshot is the state at the save.
+  for (int world : {1, 2}) {
+    for (int stage = 0; stage <= 3; ++stage) out.push_back({world, stage, "fp32", true});
+  }
+  out.push_back({2, 2, "bf16", true});
+  out.push_back({2, 1, "fp16", true});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryStageDtypeWorld, RoundTrip, ::testing::ValuesIn(round_trip_setups()),
                          [](const auto& info) {
                            return "world" + std::to_string(info.param.world) + "_stage" + std::to_string(info.param.stage) +
-                                  "_" + info.param.dtype;
+                                  "_" + info.param.dtype + (info.param.async ? "_async" : "");
                          });
 
 // ---- Resharding: load at another world size, stage or dtype ----

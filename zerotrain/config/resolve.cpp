@@ -185,6 +185,16 @@ void fill_auto(Config& c, const TrainerArgs& a) {
         c.scheduler->params);
   }
 
+  // A flag that turns a mode on, as --bf16 does; a config that turns it off disagrees.
+  if (a.save_async) {
+    if (c.source_of("checkpoint.async_save") == Source::kFile && !c.checkpoint.async_save) {
+      f.mismatch("checkpoint.async_save", "=false", "save_async=true");
+    } else {
+      c.checkpoint.async_save = true;
+      if (c.source_of("checkpoint.async_save") == Source::kDefault) c.sources["checkpoint.async_save"] = Source::kAuto;
+    }
+  }
+
   auto& z = c.zero_optimization;
   if (a.hidden_size) {
     // Computed only for the keys that ask: a product that overflows for a key the config

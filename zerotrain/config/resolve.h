@@ -22,6 +22,7 @@ struct TrainerArgs {
   double weight_decay = 0.0;
   bool fp16 = false;
   bool bf16 = false;
+  bool save_async = false;        // zerotrain's --save_async: checkpoint.async_save
   int64_t warmup_steps = 0;       // wins over warmup_ratio when > 0, as in HF
   double warmup_ratio = 0.0;
   int64_t seed = 42;

@@ -118,12 +118,16 @@ struct CheckpointConfig {
   TagValidation tag_validation = TagValidation::kWarn;
   bool load_universal = false;
   bool use_node_local_storage = false;
+  // zerotrain's own: the rank files are written by a background thread from a snapshot of the
+  // state (docs/checkpoints.md "Asynchronous saves").
+  bool async_save = false;
   CheckpointParallelWriteConfig parallel_write;
 
   template <class V> void visit(V& v) {
     v.field("tag_validation", tag_validation);
     v.field("load_universal", load_universal);
     v.field("use_node_local_storage", use_node_local_storage);
+    v.field("async_save", async_save);
     v.field("parallel_write", parallel_write);
   }
 };

@@ -37,15 +37,54 @@ void Engine::save_checkpoint(const std::string& save_dir, const std::string& tag
   request.client_state = client_state;
   const CheckpointLoadOptions unused;
   const checkpoint::Providers providers = engine::detail::checkpoint_providers(s, unused);
+  // One save at a time: the one in flight is published (or fails) first.
+  s.finish_pending_save(true);
   // With optimizer offload the states are read from their store for the save, and sent back.
-  s.with_states_in_memory([&] { checkpoint::save(s.comm, providers, request); });
+  s.with_states_in_memory([&] {
+    if (s.config.checkpoint.async_save) {
+      s.pending_save = checkpoint::AsyncSave::start(s.comm, providers, request, s.snapshot_buffers);
+    } else {
+      checkpoint::save(s.comm, providers, request);
+    }
+  });
 }
+
+std::optional<std::string> Engine::wait_for_checkpoint() { return state_->finish_pending_save(true); }
+
+std::optional<std::string> Engine::checkpoint_in_flight() const {
+  if (!state_->pending_save) return std::nullopt;
+  return state_->pending_save->dir().string();
+}
+
+namespace engine::detail {
+
+std::optional<std::string> EngineState::finish_pending_save(bool wait) {
+  if (!pending_save) return std::nullopt;
+  std::optional<checkpoint::SavedCheckpoint> saved;
+  try {
+    saved = pending_save->finish(comm, wait);
+  } catch (...) {
+    pending_save.reset();   // failed on some rank: its staging directory is gone
+    throw;
+  }
+  if (!saved) return std::nullopt;
+  if (comm.rank() == 0) {
+    ZT_LOG_INFO("saved checkpoint ", saved->dir.string(), " in the background: ", comm.world_size(), " rank file(s), ",
+                static_cast<double>(saved->bytes) / (1 << 20), " MiB in ", saved->seconds,
+                " s, of which training waited ", pending_save->blocked_seconds(), " s");
+  }
+  pending_save.reset();
+  return saved->dir.string();
+}
+
+}  // namespace engine::detail
 
 std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_dir, const std::string& tag,
                                                         const CheckpointLoadOptions& options) {
   EngineState& s = *state_;
   const checkpoint::Providers providers = engine::detail::checkpoint_providers(s, options);
   const checkpoint::LoadRequest request{load_dir, tag, s.config.checkpoint.tag_validation};
+  s.finish_pending_save(true);   // the checkpoint to load may be the one being written
   // With optimizer offload the states are read from their store, loaded, and sent back.
   std::optional<checkpoint::LoadedTag> loaded;
   try {

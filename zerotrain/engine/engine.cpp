@@ -379,6 +379,9 @@ void Engine::step() {
   // The count restarts at every boundary, so a window the caller cut short (a forced
   // boundary) leaves the next one whole, and checkpoints see a completed accumulation.
   s.micro_steps = s.global_steps * s.accumulation_steps;
+  // A save written in the background is published at the first step after every rank's
+  // file is done (every rank steps, so every rank polls alike).
+  s.finish_pending_save(false);
 }
 
 bool Engine::is_gradient_accumulation_boundary() const { return state_->at_boundary(); }

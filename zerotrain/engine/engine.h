@@ -182,8 +182,19 @@ class Engine {
   // `save_latest`) only once every rank has finished; a failure on any rank throws on every
   // rank and leaves the previous checkpoint as it was. Call it after step(), at an
   // accumulation boundary.
+  //
+  // With checkpoint.async_save, it returns once this rank's state is copied; a background
+  // thread writes the file, and the checkpoint is published (and `latest` moved) at the
+  // first step() after every rank's file is written, or by wait_for_checkpoint(). A second
+  // save, a load and wait_for_checkpoint() wait for the one in flight.
   void save_checkpoint(const std::string& save_dir, const std::string& tag = "",
                        const config::Json& client_state = config::Json::object(), bool save_latest = true);
+  // Waits for the checkpoint being written in the background, if any, and publishes it
+  // (collective). Call it before the program ends: a save never published leaves `latest`
+  // naming the previous checkpoint. The path of the checkpoint it published, if any.
+  std::optional<std::string> wait_for_checkpoint();
+  // The tag directory being written in the background, if any.
+  std::optional<std::string> checkpoint_in_flight() const;
   // Loads `<load_dir>/<tag>` (tag empty: the one `latest` names) at any world size, stage and
   // dtype: each rank reads the fragments of what it holds. Nothing changes unless every rank
   // read its part. nullopt (and a warning) when there is no `latest`, as DeepSpeed returns

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "zerotrain/checkpoint/protocol/async_save.h"
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/config/config.h"
 #include "zerotrain/engine/engine.h"
@@ -78,6 +79,14 @@ struct EngineState {
   // Training refuses to go on until a load succeeds.
   std::string damaged;
   void check_not_damaged() const;
+
+  // checkpoint.async_save (checkpoint.cpp): the save being written in the background, and
+  // the buffers of the last snapshot, reused by the next.
+  std::unique_ptr<checkpoint::AsyncSave> pending_save;
+  std::vector<at::Tensor> snapshot_buffers;
+  // Collective: publishes the pending save once every rank's file is written (`wait`: waits
+  // for this rank's first). The directory it published, if it did.
+  std::optional<std::string> finish_pending_save(bool wait);
 
   std::optional<bool> forced_boundary;   // set_gradient_accumulation_boundary
   bool at_boundary() const {

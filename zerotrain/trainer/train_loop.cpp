@@ -140,6 +140,7 @@ TrainOutput Trainer::Impl::train() {
       last_saved_dir = save();
       last_saved_step = state.global_step;
     }
+    finish_save();   // the process ends next: a save in the background is published first
     signals->save_finished();
     log->event({{"event", "stopped_on_signal"}, {"signal", trainer::signal_name(signo)}, {"step", state.global_step},
                 {"checkpoint", last_saved_dir}});
@@ -223,6 +224,7 @@ TrainOutput Trainer::Impl::train() {
     log->event({{"event", "epoch_end"}, {"epoch", epoch + 1}, {"step", state.global_step}, {"epoch_train_s", epoch_train_s}});
     stop = control.should_training_stop;
   }
+  finish_save();
   each_callback([&](TrainerCallback& cb) { cb.on_train_end(args, state, control); });
 
   const double runtime_s = seconds_since(start);

@@ -181,7 +181,11 @@ Trainer::~Trainer() = default;
 void Trainer::add_callback(std::shared_ptr<TrainerCallback> callback) { impl_->callbacks.push_back(std::move(callback)); }
 TrainOutput Trainer::train() { return impl_->train(); }
 Metrics Trainer::evaluate() { return impl_->evaluate(); }
-std::string Trainer::save_checkpoint() { return impl_->save(); }
+std::string Trainer::save_checkpoint() {
+  std::string dir = impl_->save();
+  impl_->finish_save();   // a caller of the API gets a published checkpoint, async_save or not
+  return dir;
+}
 const TrainerState& Trainer::state() const { return impl_->state; }
 bool Trainer::is_world_process_zero() const { return impl_->is_rank0(); }
 const TrainingArguments& Trainer::args() const { return impl_->args; }

@@ -5,6 +5,7 @@
 
 #include <exception>
 #include <filesystem>
+#include <utility>
 
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
@@ -80,8 +81,17 @@ void Trainer::Impl::prepare_output_dir(const TrainingArguments& run_args) {
   throw_on_every_rank(*comm, error, "--output_dir " + dir + ": another rank could not use it; its message says why");
 }
 
+void Trainer::Impl::finish_save() {
+  if (saving_dir.empty()) return;
+  const fs::path dir = std::exchange(saving_dir, {});
+  engine->wait_for_checkpoint();
+  if (leader) folders::rotate(args.output_dir, args.save_total_limit, dir);
+  each_callback([&](TrainerCallback& c) { c.on_save(args, state, control, dir.string()); });
+}
+
 std::string Trainer::Impl::save() {
   ZT_CHECK(!args.output_dir.empty(), UsageError, "saving a checkpoint needs --output_dir");
+  finish_save();
   const int64_t step = engine->global_steps();
   const fs::path dir = folders::folder(args.output_dir, step);
   // HF's data position is the step: a resumed run skips step % steps_per_epoch batches of
@@ -115,8 +125,8 @@ std::string Trainer::Impl::save() {
     throw CheckpointError(e.message() + "\nTraining stopped at global step " + std::to_string(step) + " (" + resume +
                           " once the cause is fixed).");
   }
-  if (leader) folders::rotate(args.output_dir, args.save_total_limit, dir);
-  each_callback([&](TrainerCallback& c) { c.on_save(args, state, control, dir.string()); });
+  saving_dir = dir.string();
+  if (!engine->checkpoint_in_flight()) finish_save();
   return dir.string();
 }
 

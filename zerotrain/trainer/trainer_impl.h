@@ -45,6 +45,11 @@ struct Trainer::Impl {
 
   Metrics evaluate();                     // evaluation.cpp
   std::string save();                     // trainer_checkpoints.cpp
+  // checkpoint.async_save: the folder being written in the background. Its rotation and
+  // on_save wait until finish_save() (the next save, a signal's stop, or the end), so that
+  // --save_total_limit never deletes a complete folder for one that may not complete.
+  std::string saving_dir;
+  void finish_save();
   // Makes --output_dir, and refuses checkpoint folders of an earlier run there unless the run
   // resumes or overwrite_output_dir allows them to be replaced (trainer_checkpoints.cpp).
   // Called while the Trainer is built, before `args` is set.

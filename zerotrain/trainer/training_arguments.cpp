@@ -91,6 +91,7 @@ config::TrainerArgs to_trainer_args(const TrainingArguments& a, int64_t world_si
   t.weight_decay = a.weight_decay;
   t.fp16 = a.fp16;
   t.bf16 = a.bf16;
+  t.save_async = a.save_async;
   t.warmup_steps = a.warmup_steps;
   t.warmup_ratio = a.warmup_ratio;
   t.seed = a.seed;

@@ -56,6 +56,9 @@ struct TrainingArguments {
   // SIGTERM or SIGUSR1 on any rank: every rank finishes the step, saves a checkpoint and the
   // run ends with Preempted (exit 143). Default: on when output_dir is set; true needs it.
   std::optional<bool> save_on_signal;
+  // Checkpoints written in the background (fills checkpoint.async_save; a config that sets
+  // it false is a mismatch). HF has no such argument.
+  bool save_async = false;
   std::vector<std::string> report_to;     // "tensorboard", "csv", "jsonl" (HF's default is none)
   bool disable_tqdm = false;              // no progress bar
   // Early stopping (HF's EarlyStoppingCallback; 0: off) and the metric it watches.

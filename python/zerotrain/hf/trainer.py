@@ -233,6 +233,10 @@ class Trainer(transformers.Trainer):
             return super()._save_optimizer_and_scheduler(output_dir)
         # Every rank writes its share: checkpoint-N/global_stepN/ and checkpoint-N/latest.
         self._zt_engine.save_checkpoint(output_dir)
+        # HF writes trainer_state.json next, rotates, and resumes from the newest checkpoint-N
+        # whether or not its save finished: with checkpoint.async_save the engine's files are
+        # published here, before HF counts the folder as saved.
+        self._zt_engine.wait_for_checkpoint()
 
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
         if not self._zt_enabled:

@@ -3,6 +3,7 @@ return values as deepspeed.runtime.engine.DeepSpeedEngine for what a training sc
 The engine is an nn.Module whose child `module` is the user's model; the model's own
 parameters become views of the C++ engine's flat buffers (no copies)."""
 
+import atexit
 import json
 import weakref
 
@@ -169,6 +170,7 @@ class DeepSpeedEngine(torch.nn.Module):
             cutter.restore_unplaced(list(model.parameters()))   # frozen ones: whole again
         self._resolved = self._engine.resolved_config()
         self._hook_handles = _hooks.install(self._mirror.units) if stage3 else []
+        self._zt_destroyed = False
         for p in model.parameters():
             p._zt_engine = weakref.ref(self)
 
@@ -356,7 +358,16 @@ class DeepSpeedEngine(torch.nn.Module):
             raise UsageError(f"[usage] save_checkpoint: client_state must be JSON-serialisable (zerotrain never "
                              f"pickles: a checkpoint cannot run code when loaded): {e}") from None
         self._engine.save_checkpoint(str(save_dir), "" if tag is None else str(tag), text, bool(save_latest))
+        if self._engine.checkpoint_in_flight() is not None:
+            _finish_at_exit(self)
         return True
+
+    def wait_for_checkpoint(self):
+        """With checkpoint.async_save: waits for the checkpoint being written in the background
+        and publishes it (moves `latest`); every rank must call it. Returns its path, or None
+        when none was in flight. The next step, save or load does it too, and so does the end
+        of the program."""
+        return self._engine.wait_for_checkpoint()
 
     def _client_schedule_state(self):
         """The client torch schedule's state_dict as JSON (checkpoints never pickle), or None
@@ -417,11 +428,31 @@ class DeepSpeedEngine(torch.nn.Module):
                                              _parse_size(max_shard_size), list(extra_files), str(caller_error))
 
     def destroy(self):
-        """Detaches the engine from the model and frees its buffers."""
+        """Publishes a checkpoint still being written (a collective), then detaches the
+        engine from the model and frees its buffers."""
+        if not self._zt_destroyed:
+            self._engine.wait_for_checkpoint()
+        self._zt_destroyed = True
         for h in self._hook_handles:
             h.remove()
         self._hook_handles = []
         self._engine.destroy()
+
+
+def _finish_at_exit(engine):
+    """A script ends right after its last save_checkpoint, as DeepSpeed's examples do: an
+    asynchronous save still in flight is published at exit (every rank exits alike), not
+    left as a staging directory."""
+    ref = weakref.ref(engine)
+
+    def finish():
+        e = ref()
+        if e is not None and not e._zt_destroyed and e._engine.checkpoint_in_flight() is not None:
+            e._engine.wait_for_checkpoint()
+
+    if not getattr(engine, "_zt_exit_registered", False):
+        engine._zt_exit_registered = True
+        atexit.register(finish)
 
 
 class _NoSync:

@@ -1,9 +1,13 @@
 #include "zerotrain/checkpoint/protocol/provider.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
 
 #include "zerotrain/checkpoint/protocol/tensor_dtype.h"
 #include "zerotrain/checkpoint/reader.h"
@@ -17,7 +21,81 @@ std::vector<int64_t> shape_of(const at::Tensor& t) { return {t.sizes().begin(), 
 }  // namespace
 
 at::Tensor RankFileContents::hold(const at::Tensor& t) {
-  return keep_.emplace_back(t.detach().to(at::kCPU).contiguous());
+  at::Tensor host = t.detach().to(at::kCPU).contiguous();
+  const bool live = host.numel() > 0 && host.storage().is_alias_of(t.storage());
+  return keep_.emplace_back(Held{std::move(host), live}).tensor;
+}
+
+namespace {
+
+int64_t source_bytes(const TensorSource& source) {
+  int64_t numel = 1;
+  for (int64_t d : source.shape) numel *= d;
+  return numel * dtype_size(source.dtype);
+}
+
+// Rounds a snapshot offset up, so that each copied range starts on its own cache line.
+int64_t aligned(int64_t offset) { return (offset + 63) / 64 * 64; }
+
+}  // namespace
+
+std::vector<size_t> RankFileContents::live_sources() const {
+  std::vector<std::pair<uintptr_t, uintptr_t>> live;   // byte ranges of the live held tensors
+  for (const Held& h : keep_) {
+    if (!h.live) continue;
+    const auto begin = reinterpret_cast<uintptr_t>(h.tensor.data_ptr());
+    live.emplace_back(begin, begin + h.tensor.nbytes());
+  }
+  std::sort(live.begin(), live.end());
+  std::vector<size_t> out;
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    const auto at = reinterpret_cast<uintptr_t>(sources_[i].data);
+    auto it = std::upper_bound(live.begin(), live.end(), std::make_pair(at, UINTPTR_MAX));
+    if (it != live.begin() && at < std::prev(it)->second) out.push_back(i);
+  }
+  return out;
+}
+
+int64_t RankFileContents::live_bytes() const {
+  int64_t n = 0;
+  for (size_t i : live_sources()) n = aligned(n) + source_bytes(sources_[i]);
+  return n;
+}
+
+void RankFileContents::snapshot(std::vector<at::Tensor>& reuse) {
+  const std::vector<size_t> live = live_sources();
+  const int64_t needed = live_bytes();
+  at::Tensor arena = reuse.size() == 1 && static_cast<int64_t>(reuse[0].nbytes()) >= needed
+                         ? reuse[0]
+                         : at::empty({std::max<int64_t>(needed, 1)}, at::TensorOptions().dtype(at::kByte));
+  auto* base = static_cast<char*>(arena.data_ptr());
+  // What to copy, in pieces of at most 4 MiB so that the copy spreads over LibTorch's threads.
+  struct Piece {
+    char* dst;
+    const char* src;
+    int64_t bytes;
+  };
+  constexpr int64_t kPiece = 4 << 20;
+  std::vector<Piece> pieces;
+  int64_t offset = 0;
+  for (size_t i : live) {
+    TensorSource& source = sources_[i];
+    const int64_t bytes = source_bytes(source);
+    offset = aligned(offset);
+    const auto* src = static_cast<const char*>(source.data);
+    for (int64_t done = 0; done < bytes; done += kPiece) {
+      pieces.push_back({base + offset + done, src + done, std::min(kPiece, bytes - done)});
+    }
+    source.data = base + offset;
+    offset += bytes;
+  }
+  at::parallel_for(0, static_cast<int64_t>(pieces.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) std::memcpy(pieces[p].dst, pieces[p].src, static_cast<size_t>(pieces[p].bytes));
+  });
+  // The live tensors are no longer needed by the file: only the arena is.
+  keep_.erase(std::remove_if(keep_.begin(), keep_.end(), [](const Held& h) { return h.live; }), keep_.end());
+  keep_.push_back({arena, false});
+  reuse = {arena};
 }
 
 void RankFileContents::add(std::string key, const at::Tensor& t) {

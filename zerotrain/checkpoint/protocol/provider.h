@@ -41,10 +41,25 @@ class RankFileContents {
   std::vector<TensorSource> take_sources() { return std::move(sources_); }
   void release() { keep_.clear(); }
 
+  // Bytes of the file's tensors that are in the live state itself (host tensors held
+  // without a copy): what snapshot() copies.
+  int64_t live_bytes() const;
+  // Copies the file's tensors that are in the live state into one buffer and points the
+  // sources at the copies, so that training may change the state while the file is
+  // written. `reuse`: a previous snapshot's buffer, taken when it is large enough (its pages
+  // are touched once, not at every save); it gets this snapshot's.
+  void snapshot(std::vector<at::Tensor>& reuse);
+
  private:
+  std::vector<size_t> live_sources() const;   // indices into sources_
+
+  struct Held {
+    at::Tensor tensor;
+    bool live = false;   // shares its memory with the state it was given
+  };
   int rank_, world_size_;
   std::vector<TensorSource> sources_;
-  std::vector<at::Tensor> keep_;
+  std::vector<Held> keep_;
 };
 
 // A load being planned: what each provider will read, checked before anything changes.
