@@ -104,6 +104,8 @@ void add_setup_options(CLI::App* cmd, estimate::Setup& s, std::string& runtime_b
   cmd->add_option("--runtime_bytes", runtime_bytes, "The runtime's own memory per rank (default 150MiB, measured)");
   cmd->add_flag("--activation_checkpointing", s.activation_checkpointing,
                 "Estimate with activation checkpointing (each block keeps only its input)");
+  cmd->add_flag("--async_save", s.async_save,
+                "Count checkpoint.async_save's snapshot: a copy of each rank's saved state while it is written");
   // NVMe offload (docs/offload.md): what sizes the optimizer store's buffers.
   cmd->add_option("--sub_group_size", sub_group_size,
                   "NVMe offload: elements stepped at a time (zero_optimization.sub_group_size; default 1e9, capped at "
@@ -178,7 +180,7 @@ nlohmann::ordered_json detailed_json(const estimate::ModelShape& shape, const es
                           {"offload_param", param != Offload::kNone}, {"offload_param_device", estimate::to_string(param)},
                           {"params", b.params}, {"grads", b.grads}, {"master", b.master}, {"optimizer", b.optimizer},
                           {"buffers", b.buffers}, {"model_states", b.model_states()}, {"host", b.host},
-                          {"disk", b.disk}, {"activations", b.activations},
+                          {"disk", b.disk}, {"snapshot", b.snapshot}, {"activations", b.activations},
                           {"activations_checkpointed", ck.activations}, {"backward_transient", b.backward_transient},
                           {"runtime", b.runtime}, {"peak", b.peak()}, {"peak_checkpointed", ck.peak()}});
         }

@@ -317,3 +317,51 @@ TEST(ModelShape, SharedOnceFrozenCountedLargestModule) {
 }
 
 }  // namespace
+
+namespace {
+
+// checkpoint.async_save's snapshot is a copy of what the rank saves: the estimate is each
+// rank's file, less its header and the small tensors (generators, counters), at every stage.
+TEST(EstimateAsyncSave, TheSnapshotIsWhatTheRankSaves) {
+  constexpr int kWorld = 2;
+  for (int stage = 0; stage <= 3; ++stage) {
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("zt_estimate_snapshot_" + std::to_string(::getpid()) + "_" + std::to_string(stage));
+    std::filesystem::remove_all(dir);
+    std::vector<torch::nn::Sequential> nets;
+    for (int r = 0; r < kWorld; ++r) {
+      torch::manual_seed(0);
+      nets.emplace_back(torch::nn::Linear(256, 256), torch::nn::Linear(256, 256));
+    }
+    ze::Setup setup;
+    setup.world_size = kWorld;
+    setup.stage = stage;
+    setup.async_save = true;
+    const ze::Breakdown b = ze::estimate(zerotrain::models::shape_of(*nets[0], "two linears"), setup);
+    ze::Setup without = setup;
+    without.async_save = false;
+    const ze::Breakdown plain = ze::estimate(zerotrain::models::shape_of(*nets[0], "two linears"), without);
+    EXPECT_EQ(b.peak() - plain.peak(), b.snapshot) << "stage " << stage;
+    EXPECT_EQ(b.host - plain.host, b.snapshot) << "stage " << stage;
+    const auto config = zerotrain::Config::from_string(
+        R"({"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.01}},
+            "zero_optimization": {"stage": )" + std::to_string(stage) + R"(}, "checkpoint": {"async_save": true}})");
+    const auto errors = run_ranks(kWorld, [&](int r, zerotrain::comm::Communicator& comm) {
+      auto engine = zerotrain::initialize(nets[r].ptr(), config, {.comm = comm});
+      engine.backward(nets[r]->forward(torch::ones({4, 256})).pow(2).mean());
+      engine.step();
+      engine.save_checkpoint(dir.string());
+      engine.wait_for_checkpoint();
+    });
+    for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+    for (int r = 0; r < kWorld; ++r) {
+      const auto file = dir / "global_step1" / ("rank_0000" + std::to_string(r) + ".safetensors");
+      const auto bytes = static_cast<int64_t>(std::filesystem::file_size(file));
+      EXPECT_GE(bytes, b.snapshot) << "stage " << stage << " rank " << r;
+      EXPECT_LE(bytes - b.snapshot, 64 << 10) << "stage " << stage << " rank " << r << ": snapshot " << b.snapshot;
+    }
+    std::filesystem::remove_all(dir);
+  }
+}
+
+}  // namespace

@@ -142,6 +142,12 @@ Breakdown rank_states(const ModelShape& model, const Setup& s, int rank) {
       break;
     }
   }
+  if (s.async_save) {
+    // The engine saves each rank's share of the fp32 weights with their moments (at stage
+    // 0 too: the ranks split the file between them), and copies it for the background write.
+    b.snapshot = shard * (kFp32 + kAdamBytes);
+    b.host += b.snapshot;
+  }
   if (params_on_disk) b.disk += nvme_param_disk_bytes(layout, p);
   if (s.offload_param == Offload::kCpu && stage.shards_parameters) b.host += shard * p;
   return b;

@@ -63,6 +63,7 @@ struct Setup {
   int64_t prefetch_bucket_size = 50000000;        // stage 3: stage3_prefetch_bucket_size
   int64_t max_live_parameters = 1000000000;       // stage 3: stage3_max_live_parameters
   int64_t max_reuse_distance = 1000000000;        // stage 3: stage3_max_reuse_distance
+  bool async_save = false;              // checkpoint.async_save: a snapshot of the saved state
   // The process's own memory before any model exists: LibTorch, its thread pools, the
   // communicator. Measured by `zerotrain train` as baseline_rss_bytes (docs/estimator.md).
   int64_t runtime_bytes = 0;
@@ -77,13 +78,16 @@ struct Breakdown {
   int64_t buffers = 0;       // gradient buckets in flight, the fp32 gradient copy of a half-precision step, nvme offload's sub-group buffers
   int64_t host = 0;          // of the above, what offload keeps in host memory (for a GPU job: off the GPU)
   int64_t disk = 0;          // nvme offload's swap files: not in memory, so not in the model states
+  // checkpoint.async_save: the copy of what this rank saves (its fp32 weights and Adam
+  // moments), in host memory while its file is written; counted in `host` too.
+  int64_t snapshot = 0;
   int64_t activations = 0;   // saved for backward, one micro-batch
   int64_t backward_transient = 0;   // the largest gradients alive at once during backward
   int64_t gathered = 0;      // stage 3: full unit parameters alive at once (the unit computing, those prefetched or kept for reuse)
   int64_t runtime = 0;
   int64_t model_states() const { return params + grads + master + optimizer + buffers; }
   // The high-water mark of the process's resident memory.
-  int64_t peak() const { return runtime + model_states() + gathered + activations + backward_transient; }
+  int64_t peak() const { return runtime + model_states() + gathered + activations + backward_transient + snapshot; }
 };
 
 Breakdown estimate(const ModelShape& model, const Setup& setup);

@@ -48,6 +48,7 @@ Setup setup_from_config(const Config& c, int world_size) {
   s.prefetch_bucket_size = z.prefetch_bucket_size.value;
   s.max_live_parameters = z.max_live_parameters;
   s.max_reuse_distance = z.max_reuse_distance;
+  s.async_save = c.checkpoint.async_save;
   return s;
 }
 
