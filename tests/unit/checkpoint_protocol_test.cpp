@@ -5,13 +5,12 @@
 
 #include <filesystem>
 #include <fstream>
-#include <condition_variable>
 #include <cstdlib>
 #include <functional>
 #include <iterator>
-#include <mutex>
 #include <thread>
 
+#include "tests/support/write_gate.h"
 #include "zerotrain/checkpoint/file_io.h"
 #include "zerotrain/checkpoint/protocol/async_save.h"
 #include "zerotrain/checkpoint/protocol/load.h"
@@ -158,34 +157,6 @@ TEST_F(CheckpointProtocol, ASaveThatFailsOnOneRankLeavesThePreviousCheckpoint) {
 
 // ---- Asynchronous saves ----
 
-// Rank files whose writer waits, in the background thread, until released.
-class HeldWrites {
- public:
-  HeldWrites() {
-    zerotrain::checkpoint::set_write_observer([this](const fs::path& path, int64_t) {
-      if (path.filename().string().rfind("rank_", 0) != 0) return;
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return released_; });
-    });
-  }
-  ~HeldWrites() {
-    release();
-    zerotrain::checkpoint::set_write_observer(nullptr);
-  }
-  void release() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      released_ = true;
-    }
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool released_ = false;
-};
-
 zerotrain::checkpoint::SaveRequest request_for(const fs::path& dir, const std::string& tag) {
   zerotrain::checkpoint::SaveRequest request;
   request.save_dir = dir;
@@ -201,7 +172,7 @@ TEST_F(CheckpointProtocol, AnAsyncSaveSavesTheStateAtTheSaveAndPublishesOnlyWhen
   std::vector<std::string> before_release(2), latest_while_writing(2);
   std::vector<int> published(2, 0);
   {
-    HeldWrites held;
+    zerotrain::test::WriteGate held;
     on_two_ranks(ranks, [&](Communicator& comm, Rank& rank) {
       const int r = comm.rank();
       rank.counter.live = at::full({3}, static_cast<float>(r + 20));
@@ -216,7 +187,7 @@ TEST_F(CheckpointProtocol, AnAsyncSaveSavesTheStateAtTheSaveAndPublishesOnlyWhen
       latest_while_writing[static_cast<size_t>(r)] = zerotrain::checkpoint::read_latest_tag(dir_).value_or("");
       if (r == 0) before_release[0] = fs::exists(dir_ / ".t2.partial") ? "staging" : "no staging";
       comm.barrier().wait();
-      if (r == 0) held.release();
+      if (r == 0) held.open();
       const auto saved = pending->finish(comm, true);
       ASSERT_TRUE(saved.has_value());
       EXPECT_EQ(saved->dir, dir_ / "t2");

@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <cstring>
 #include <fstream>
-#include <condition_variable>
 #include <iostream>
 #include <optional>
 #include <limits>
@@ -21,6 +20,7 @@
 #include "tests/support/stage3_models.h"
 #include "zerotrain/checkpoint/file_io.h"
 #include "tests/support/thread_ranks.h"
+#include "tests/support/write_gate.h"
 #include "zerotrain/checkpoint/reader.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/engine/engine.h"
@@ -85,41 +85,14 @@ struct RunResult {
   std::vector<std::string> errors;
 };
 
-// Holds the rank files' background writes until released: an asynchronous save's files are
-// then written while training has gone on for steps, from the snapshot of the state at the save.
-class WriteGate {
- public:
-  WriteGate() {
-    checkpoint::set_write_observer([this](const fs::path& path, int64_t) {
-      if (path.filename().string().rfind("rank_", 0) != 0) return;
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return open_; });
-    });
-  }
-  ~WriteGate() {
-    open();
-    checkpoint::set_write_observer(nullptr);
-  }
-  void open() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
 RunResult run(const TrainSetup& s, const RunOptions& o) {
   RunResult result;
   result.losses.assign(kCkptSteps, 0.0);
   result.grad_norms.assign(kCkptSteps, 0.0);
   std::mutex mu;
   std::optional<WriteGate> gate;
+  // An asynchronous save's files are then written while training has gone on for steps,
+  // from the snapshot of the state at the save.
   if (s.async && o.save_after > 0) gate.emplace();
   result.errors = run_ranks(s.world, [&](int rank, comm::Communicator& comm) {
     ShardedParityNet net = make_sharded_parity_net(false);
