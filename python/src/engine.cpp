@@ -178,7 +178,10 @@ void bind_engine(py::module_& m) {
         py::gil_scoped_release no_gil;   // a collective: other ranks wait on it
         return e.get().wait_for_checkpoint();
       })
-      .def("checkpoint_in_flight", [](PyEngine& e) { return e.get().checkpoint_in_flight(); })
+      .def("checkpoint_in_flight", [](PyEngine& e) -> std::optional<std::string> {
+        if (!e.engine) return std::nullopt;   // closed: destroy() published it
+        return e.engine->checkpoint_in_flight();
+      })
       .def("destroy", [](PyEngine& e) {
         py::gil_scoped_release no_gil;
         e.engine.reset();

@@ -1,7 +1,8 @@
 // Holds every write of a checkpoint's rank files (checkpoint::set_write_observer) until the
 // gate opens: an asynchronous save's background writers then write while the training
 // threads go on, which is what the tests of its snapshot need. One gate at a time per
-// process; the destructor opens it and removes the observer.
+// process; the destructor opens it and removes the observer, so destroy it only once every
+// save it held has finished (its writers joined).
 #pragma once
 
 #include <condition_variable>

@@ -32,18 +32,35 @@ struct Counter final : zerotrain::checkpoint::StateProvider {
   std::vector<std::string>* events = nullptr;
   at::Tensor loaded;
   at::Tensor live;   // saved as it is, when defined (the state training would go on changing)
+  // Also saved, when defined: ranges of two views of one buffer, the second inside the first
+  // (elements [10, 20) through the inner view, [50, 100) through the outer one).
+  at::Tensor nested;
+  at::Tensor loaded_inner, loaded_outer;
 
   void save(RankFileContents& file) override {
     if (file.rank() == fail_save_on) throw zerotrain::IoError("the counter cannot be saved here", "test");
     file.add("counter/value", live.defined() ? live : at::full({3}, static_cast<float>(file.rank() + 10)));
+    if (nested.defined()) {
+      const at::Tensor outer = file.hold(nested), inner = file.hold(nested.narrow(0, 10, 10));
+      file.add_fp32_range("nested/inner", inner, 0, 10);
+      file.add_fp32_range("nested/outer", outer, 50, 50);
+    }
   }
   void describe(Manifest& m) override {
     m.counters.global_steps = 7;
     m.rank_tensors.push_back({"counter/value", "F32"});
+    if (nested.defined()) {
+      m.rank_tensors.push_back({"nested/inner", "F32"});
+      m.rank_tensors.push_back({"nested/outer", "F32"});
+    }
   }
   void plan_load(LoadPlan& plan) override {
     if (plan.rank() == fail_plan_on) throw zerotrain::CheckpointError("the counter does not fit this rank");
     loaded = plan.read_now(plan.rank(), "counter/value", zerotrain::checkpoint::Dtype::kF32, {3});
+    if (nested.defined()) {
+      loaded_inner = plan.read_now(plan.rank(), "nested/inner", zerotrain::checkpoint::Dtype::kF32, {10});
+      loaded_outer = plan.read_now(plan.rank(), "nested/outer", zerotrain::checkpoint::Dtype::kF32, {50});
+    }
   }
   void commit_load(const Manifest& m) override { events->push_back("commit " + std::to_string(m.counters.global_steps)); }
 };
@@ -204,6 +221,32 @@ TEST_F(CheckpointProtocol, AnAsyncSaveSavesTheStateAtTheSaveAndPublishesOnlyWhen
     EXPECT_EQ(loading[static_cast<size_t>(r)].error, "");
     EXPECT_TRUE(at::equal(loading[static_cast<size_t>(r)].counter.loaded, at::full({3}, static_cast<float>(r + 20))))
         << "rank " << r << " loaded what training wrote after the save";
+  }
+}
+
+TEST_F(CheckpointProtocol, AnAsyncSaveSnapshotsRangesOfNestedViewsOfOneBuffer) {
+  std::vector<Rank> ranks(2);
+  {
+    zerotrain::test::WriteGate held;
+    on_two_ranks(ranks, [&](Communicator& comm, Rank& rank) {
+      rank.counter.nested = at::arange(100, at::kFloat);
+      std::vector<at::Tensor> reuse;
+      auto pending = zerotrain::checkpoint::AsyncSave::start(comm, providers_of(rank), request_for(dir_, "t1"), reuse);
+      ASSERT_NE(pending, nullptr);
+      rank.counter.nested.fill_(-1.0f);
+      comm.barrier().wait();
+      if (comm.rank() == 0) held.open();
+      ASSERT_TRUE(pending->finish(comm, true).has_value());
+    });
+  }
+  for (const Rank& r : ranks) EXPECT_EQ(r.error, "");
+  std::vector<Rank> loading(2);
+  for (Rank& r : loading) r.counter.nested = at::zeros({100});
+  load(loading);
+  for (const Rank& r : loading) {
+    EXPECT_EQ(r.error, "");
+    EXPECT_TRUE(at::equal(r.counter.loaded_inner, at::arange(10, 20, at::kFloat)));
+    EXPECT_TRUE(at::equal(r.counter.loaded_outer, at::arange(50, 100, at::kFloat)));
   }
 }
 

@@ -76,7 +76,7 @@ struct Breakdown {
   int64_t master = 0;        // fp32 master weights
   int64_t optimizer = 0;     // Adam's moments
   int64_t buffers = 0;       // gradient buckets in flight, the fp32 gradient copy of a half-precision step, nvme offload's sub-group buffers
-  int64_t host = 0;          // of the above, what offload keeps in host memory (for a GPU job: off the GPU)
+  int64_t host = 0;          // of the above and the snapshot, what is kept in host memory (for a GPU job: off the GPU)
   int64_t disk = 0;          // nvme offload's swap files: not in memory, so not in the model states
   // checkpoint.async_save: the copy of what this rank saves (its fp32 weights and Adam
   // moments), in host memory while its file is written; counted in `host` too.

@@ -85,6 +85,9 @@ void Trainer::Impl::finish_save() {
   if (saving_dir.empty()) return;
   const fs::path dir = std::exchange(saving_dir, {});
   engine->wait_for_checkpoint();
+  // A background write that failed threw from the step that would have published it: its
+  // folder is not complete, and rotating for it could delete the last complete one.
+  if (!folders::incomplete_reason(dir).empty()) return;
   if (leader) folders::rotate(args.output_dir, args.save_total_limit, dir);
   each_callback([&](TrainerCallback& c) { c.on_save(args, state, control, dir.string()); });
 }

@@ -220,6 +220,8 @@ class DeepSpeedEngine(torch.nn.Module):
         self._engine.step()
         if not boundary:
             return
+        if _IN_FLIGHT and id(self._engine) in _IN_FLIGHT and self._engine.checkpoint_in_flight() is None:
+            del _IN_FLIGHT[id(self._engine)]   # the step published it
         stepped = self._engine.skipped_steps() == skipped_before
         self._last_step_applied = stepped
         if self._client_scheduler is not None and stepped:
@@ -359,7 +361,7 @@ class DeepSpeedEngine(torch.nn.Module):
                              f"pickles: a checkpoint cannot run code when loaded): {e}") from None
         self._engine.save_checkpoint(str(save_dir), "" if tag is None else str(tag), text, bool(save_latest))
         if self._engine.checkpoint_in_flight() is not None:
-            _finish_at_exit(self)
+            _IN_FLIGHT[id(self._engine)] = self._engine
         return True
 
     def wait_for_checkpoint(self):
@@ -367,7 +369,9 @@ class DeepSpeedEngine(torch.nn.Module):
         and publishes it (moves `latest`); every rank must call it. Returns its path, or None
         when none was in flight. The next step, save or load does it too, and so does the end
         of the program."""
-        return self._engine.wait_for_checkpoint()
+        path = self._engine.wait_for_checkpoint()
+        _IN_FLIGHT.pop(id(self._engine), None)
+        return path
 
     def _client_schedule_state(self):
         """The client torch schedule's state_dict as JSON (checkpoints never pickle), or None
@@ -431,7 +435,7 @@ class DeepSpeedEngine(torch.nn.Module):
         """Publishes a checkpoint still being written (a collective), then detaches the
         engine from the model and frees its buffers."""
         if not self._zt_destroyed:
-            self._engine.wait_for_checkpoint()
+            self.wait_for_checkpoint()
         self._zt_destroyed = True
         for h in self._hook_handles:
             h.remove()
@@ -439,20 +443,24 @@ class DeepSpeedEngine(torch.nn.Module):
         self._engine.destroy()
 
 
-def _finish_at_exit(engine):
-    """A script ends right after its last save_checkpoint, as DeepSpeed's examples do: an
-    asynchronous save still in flight is published at exit (every rank exits alike), not
-    left as a staging directory."""
-    ref = weakref.ref(engine)
+# The C++ engines with a save written in the background (checkpoint.async_save): a script
+# ends right after its last save_checkpoint, as DeepSpeed's examples do, so what is still in
+# flight is published at exit (every rank exits alike) rather than left as a staging
+# directory. The C++ engine is held here, not the Python one: a Python engine freed first (at
+# different times on different ranks) must not publish on some ranks and not on others. A
+# script that destroys its torch.distributed group before it exits must call
+# wait_for_checkpoint() first.
+_IN_FLIGHT = {}
 
-    def finish():
-        e = ref()
-        if e is not None and not e._zt_destroyed and e._engine.checkpoint_in_flight() is not None:
-            e._engine.wait_for_checkpoint()
 
-    if not getattr(engine, "_zt_exit_registered", False):
-        engine._zt_exit_registered = True
-        atexit.register(finish)
+def _publish_in_flight():
+    for cpp in list(_IN_FLIGHT.values()):
+        if cpp.checkpoint_in_flight() is not None:
+            cpp.wait_for_checkpoint()
+    _IN_FLIGHT.clear()
+
+
+atexit.register(_publish_in_flight)
 
 
 class _NoSync:

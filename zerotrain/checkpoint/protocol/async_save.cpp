@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
+#include <system_error>
 
 #include "zerotrain/checkpoint/protocol/save_transaction.h"
 #include "zerotrain/checkpoint/writer.h"
@@ -39,7 +40,9 @@ std::unique_ptr<AsyncSave> AsyncSave::start(comm::Communicator& comm, const Prov
   std::string refusal;
   if (gathered.error.empty()) {
     gathered.values[0] = tx->contents().live_bytes();
-    refusal = snapshot_refusal(gathered.values[0]);
+    // The previous snapshot's buffer is taken over when it is large enough: no new memory.
+    const int64_t reusable = reuse.size() == 1 ? static_cast<int64_t>(reuse[0].nbytes()) : 0;
+    if (gathered.values[0] > reusable) refusal = snapshot_refusal(gathered.values[0]);
     gathered.values[1] = refusal.empty() ? 1 : 0;
   }
   const auto statuses = tx->agree(comm, gathered);
@@ -58,7 +61,11 @@ std::unique_ptr<AsyncSave> AsyncSave::start(comm::Communicator& comm, const Prov
     }
     return nullptr;
   }
-  tx->contents().snapshot(reuse);
+  // The copy can fail on one rank (its memory taken since the check, or never known): every
+  // rank learns it in an agreed phase, and the staging directory goes.
+  RankStatus copied;
+  copied.error = capture([&] { tx->contents().snapshot(reuse); });
+  tx->agree(comm, copied);
   // The checksums are the writer's: reading the data is part of writing it.
   tx->size_and_check_room(comm, TensorChecksums::kLater);
 
@@ -66,10 +73,18 @@ std::unique_ptr<AsyncSave> AsyncSave::start(comm::Communicator& comm, const Prov
   save->tx_ = std::move(tx);
   save->blocked_seconds_ = seconds_since(started);
   AsyncSave* self = save.get();
-  save->writer_ = std::thread([self] {
+  auto write = [self] {
     self->wrote_ = self->tx_->write();
     self->written_.store(true, std::memory_order_release);
-  });
+  };
+  try {
+    save->writer_ = std::thread(write);
+  } catch (const std::system_error& e) {
+    // No thread to be had: this rank writes now, and the save publishes as any other.
+    ZT_LOG_WARN("checkpoint.async_save: no background thread (", e.what(), "); rank ", comm.rank(),
+                " writes its file of ", save->dir().string(), " now");
+    write();
+  }
   return save;
 }
 

@@ -46,7 +46,17 @@ std::vector<size_t> RankFileContents::live_sources() const {
     const auto begin = reinterpret_cast<uintptr_t>(h.tensor.data_ptr());
     live.emplace_back(begin, begin + h.tensor.nbytes());
   }
+  // Held tensors may overlap (two views of one buffer): merged, each byte is in one range.
   std::sort(live.begin(), live.end());
+  std::vector<std::pair<uintptr_t, uintptr_t>> merged;
+  for (const auto& range : live) {
+    if (!merged.empty() && range.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, range.second);
+    } else {
+      merged.push_back(range);
+    }
+  }
+  live = std::move(merged);
   std::vector<size_t> out;
   for (size_t i = 0; i < sources_.size(); ++i) {
     const auto at = reinterpret_cast<uintptr_t>(sources_[i].data);
