@@ -125,6 +125,9 @@ def micro_batch(x, y, step, world, accum, micro, rank, a):
     return x[start:start + micro], y[start:start + micro]
 
 
+LR = 3e-3   # AdamW's, in the engine's config and the reference alike
+
+
 def config(stage, accum, micro, world, dtype="fp32", **zero):
     cfg = {
         "train_micro_batch_size_per_gpu": micro,
@@ -133,7 +136,7 @@ def config(stage, accum, micro, world, dtype="fp32", **zero):
         "gradient_clipping": 1.0,
         # eps 1e-6, not 1e-8: GPT-2's key biases get gradients that are zero but for rounding
         # (softmax ignores a shift), which Adam with a tiny eps would turn into steps of lr.
-        "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.999], "eps": 1e-6,
+        "optimizer": {"type": "AdamW", "params": {"lr": LR, "betas": [0.9, 0.999], "eps": 1e-6,
                                                   "weight_decay": 0.01}},
         "zero_optimization": {"stage": stage, **zero},
     }
@@ -156,7 +159,7 @@ def reference(name, steps, world, accum, micro, dtype="fp32"):
         model = model.to(torch.bfloat16 if dtype == "bf16" else torch.float16)
     params = [p for p in model.parameters() if p.requires_grad]
     master = [p.detach().float().clone().requires_grad_(True) for p in params]
-    opt = torch.optim.AdamW(master, lr=3e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01)
+    opt = torch.optim.AdamW(master, lr=LR, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01)
     x, y = batches(steps * world * accum * micro)
     scale = 2.0 ** 8 if dtype == "fp16" else 1.0   # fp16 gradients scaled as the engine scales them
     losses, norms = [], []
