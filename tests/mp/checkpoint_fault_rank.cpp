@@ -70,6 +70,9 @@ int main(int argc, char** argv) {
       train_to(engine, net, data, c, comm.rank(), 2);
       engine.save_checkpoint(dir);
       train_to(engine, net, data, c, comm.rank(), 4);
+      // The first save published before the victim is armed: its background write may still
+      // be running at step 4, and it is the second save's write that must die.
+      if (async) engine.wait_for_checkpoint();
       arm_victim(comm.rank());
       engine.save_checkpoint(dir);
       if (async) {
