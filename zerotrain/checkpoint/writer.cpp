@@ -29,11 +29,7 @@ std::string format_bytes(int64_t bytes) {
 
 int64_t PreparedFile::bytes() const {
   int64_t n = static_cast<int64_t>(header.size());
-  for (const auto& t : tensors) {
-    int64_t numel = 1;
-    for (int64_t d : t.shape) numel *= d;
-    n += numel * dtype_size(t.dtype);
-  }
+  for (const auto& t : tensors) n += t.nbytes();
   return n;
 }
 
@@ -49,10 +45,7 @@ std::vector<TensorEntry> entries_of(const std::vector<TensorSource>& tensors) {
 void checksum_into(std::map<std::string, std::string>& metadata, const std::vector<TensorSource>& tensors,
                    bool placeholder) {
   for (const auto& t : tensors) {
-    int64_t numel = 1;
-    for (int64_t d : t.shape) numel *= d;
-    metadata[std::string(kTensorChecksumPrefix) + t.key] =
-        to_hex(placeholder ? 0 : checksum_of(t.data, numel * dtype_size(t.dtype)));
+    metadata[std::string(kTensorChecksumPrefix) + t.key] = to_hex(placeholder ? 0 : checksum_of(t.data, t.nbytes()));
   }
 }
 
@@ -87,11 +80,7 @@ WrittenFile write_safetensors(const std::filesystem::path& path, const PreparedF
   ZT_INTERNAL_ASSERT(!file.checksums_pending, "a checkpoint file written before its checksums were filled in");
   AtomicFile out(path);
   out.write(file.header);
-  for (const auto& t : file.tensors) {
-    int64_t numel = 1;
-    for (int64_t d : t.shape) numel *= d;
-    out.write(t.data, numel * dtype_size(t.dtype));
-  }
+  for (const auto& t : file.tensors) out.write(t.data, t.nbytes());
   const WrittenFile w{out.bytes_written(), out.checksum(),
                       checksum_of(file.header.data(), static_cast<int64_t>(file.header.size()))};
   out.commit();

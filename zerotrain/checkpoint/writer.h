@@ -19,6 +19,11 @@ struct TensorSource {
   Dtype dtype = Dtype::kF32;
   std::vector<int64_t> shape;
   const void* data = nullptr;   // shape's numel elements, contiguous
+  int64_t nbytes() const {
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    return numel * dtype_size(dtype);
+  }
 };
 
 struct WrittenFile {

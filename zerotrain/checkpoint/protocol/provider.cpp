@@ -28,12 +28,6 @@ at::Tensor RankFileContents::hold(const at::Tensor& t) {
 
 namespace {
 
-int64_t source_bytes(const TensorSource& source) {
-  int64_t numel = 1;
-  for (int64_t d : source.shape) numel *= d;
-  return numel * dtype_size(source.dtype);
-}
-
 // Rounds a snapshot offset up, so that each copied range starts on its own cache line.
 int64_t aligned(int64_t offset) { return (offset + 63) / 64 * 64; }
 
@@ -68,13 +62,14 @@ std::vector<size_t> RankFileContents::live_sources() const {
 
 int64_t RankFileContents::live_bytes() const {
   int64_t n = 0;
-  for (size_t i : live_sources()) n = aligned(n) + source_bytes(sources_[i]);
+  for (size_t i : live_sources()) n = aligned(n) + sources_[i].nbytes();
   return n;
 }
 
 void RankFileContents::snapshot(std::vector<at::Tensor>& reuse) {
   const std::vector<size_t> live = live_sources();
-  const int64_t needed = live_bytes();
+  int64_t needed = 0;
+  for (size_t i : live) needed = aligned(needed) + sources_[i].nbytes();
   at::Tensor arena = reuse.size() == 1 && static_cast<int64_t>(reuse[0].nbytes()) >= needed
                          ? reuse[0]
                          : at::empty({std::max<int64_t>(needed, 1)}, at::TensorOptions().dtype(at::kByte));
@@ -90,7 +85,7 @@ void RankFileContents::snapshot(std::vector<at::Tensor>& reuse) {
   int64_t offset = 0;
   for (size_t i : live) {
     TensorSource& source = sources_[i];
-    const int64_t bytes = source_bytes(source);
+    const int64_t bytes = source.nbytes();
     offset = aligned(offset);
     const auto* src = static_cast<const char*>(source.data);
     for (int64_t done = 0; done < bytes; done += kPiece) {
