@@ -71,7 +71,23 @@ target_link_libraries(zerotrain_torch_cuda INTERFACE zerotrain_torch
   "$<LINK_LIBRARY:ZT_KEEP,${_torch_lib}/libtorch_cuda.so,${_torch_lib}/libc10_cuda.so>")
 # Headers for the few files that call the CUDA runtime themselves (the nccl backend, the
 # report): -idirafter, so that a CUDA toolkit's own nccl.h never shadows the wheel's.
-set(ZEROTRAIN_CUDA_COMPILE_OPTIONS -idirafter ${ZEROTRAIN_CUDA_INCLUDE})
+# (Joined, "-idirafterDIR": CMake would merge two separate "-idirafter" words into one.)
+set(ZEROTRAIN_CUDA_COMPILE_OPTIONS -idirafter${ZEROTRAIN_CUDA_INCLUDE})
+# cuda_runtime.h includes "crt/host_config.h", which the runtime wheel of CUDA 13 does not
+# carry (it comes with the compiler: a toolkit, or the nvidia-cuda-crt wheel). Without this,
+# the build worked only where some other copy happened to be on the default path.
+if(NOT EXISTS ${ZEROTRAIN_CUDA_INCLUDE}/crt/host_config.h)
+  file(GLOB _all_wheel_inc_dirs LIST_DIRECTORIES true ${_site}/nvidia/*/include)
+  find_path(ZEROTRAIN_CUDA_CRT_INCLUDE crt/host_config.h HINTS ${_all_wheel_inc_dirs} NO_DEFAULT_PATH)
+  find_path(ZEROTRAIN_CUDA_CRT_INCLUDE crt/host_config.h HINTS ${_toolkit_hints} PATH_SUFFIXES include)
+  if(NOT ZEROTRAIN_CUDA_CRT_INCLUDE)
+    message(FATAL_ERROR "${ZEROTRAIN_CUDA_INCLUDE}/cuda_runtime.h needs crt/host_config.h, found neither beside it, "
+                        "in ${_site}/nvidia/*/include nor in a CUDA toolkit (CUDA_HOME, /usr/local/cuda). Install the "
+                        "CUDA toolkit or the nvidia-cuda-crt wheel, pass -DZEROTRAIN_CUDA_CRT_INCLUDE=<folder holding crt/>, "
+                        "or -DZEROTRAIN_CUDA=OFF for a CPU build")
+  endif()
+  list(APPEND ZEROTRAIN_CUDA_COMPILE_OPTIONS -idirafter${ZEROTRAIN_CUDA_CRT_INCLUDE})
+endif()
 # The wheel's CUDA libraries first on the run path, so that our direct needs (cudart, nccl)
 # resolve to the copies libtorch_cuda loads.
 foreach(_dir ${_site}/nvidia/nccl/lib ${_wheel_lib_dirs})

@@ -65,10 +65,22 @@ class ProcessGroupBackend final : public C10dBackend<c10d::ProcessGroup> {
 }  // namespace
 }  // namespace detail
 
+namespace {
+// ProcessGroup::hasBackendForDeviceType is newer than the oldest LibTorch this builds against
+// (docs/gpu.md); getBackend, which throws where the group has none for the type, is in all.
+bool has_backend_for(c10d::ProcessGroup& group, c10::DeviceType type) {
+  try {
+    return group.getBackend(type) != nullptr;
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
+}  // namespace
+
 Communicator adopt_process_group(AdoptedGroup adopted, at::Device device, CommOptions options) {
   ZT_CHECK(adopted.group, ConfigError, "adopt_process_group: no process group given; call "
            "torch.distributed.init_process_group first, or let the engine open its own");
-  ZT_CHECK(adopted.group->hasBackendForDeviceType(device.type()), ConfigError, "the torch.distributed process group (",
+  ZT_CHECK(has_backend_for(*adopted.group, device.type()), ConfigError, "the torch.distributed process group (",
            adopted.group->getBackendName(), ") has no backend for ", device.type(), " tensors, where this engine "
            "trains; initialise it with a backend for them (gloo for CPU, nccl for CUDA, or "
            "\"cpu:gloo,cuda:nccl\"), or set \"comm\": {\"backend\": ...} so the engine opens its own group");
