@@ -14,12 +14,15 @@
 #   test    the CPU suites: unit, conformance, cli, and the gloo multi-process tests
 #   gpu     `zerotrain report` (its GPU probe trains each ZeRO stage on cuda:0 against the CPU)
 #           and `ctest -L gpu` (skipped, with the reason, where no GPU is visible)
+#   bench   bench/gpu_train.py (ZT_BENCH_ARGS, default `--models small --rounds 3`) into
+#           docs/benchmarks.md, copied to the log folder; not part of all
 # Each step ends with a line "step NAME: ok" or "step NAME: FAILED (...)" naming the command
 # that failed; the script exits 0 only when every step it ran passed (facts only informs).
 # A failed build stops the steps after it.
 # Environment: PYTHON (a python3 with torch; default python3), ZT_DEBS (offline/debs),
 #   ZT_BUILD (/tmp/zt-build), ZT_DEPS (/tmp/zt-deps), OUT (log folder; default logs/offline-gpu),
-#   JOBS (nproc), ZT_MPI=1 (let CMake find a system MPI and run the MPI tests too),
+#   JOBS (nproc), ZT_TARGETS (build only these targets, e.g. `ZT_TARGETS=gpu` for what the gpu
+#   and bench steps run: a quarter of the full build), ZT_MPI=1 (let CMake find a system MPI and run the MPI tests too),
 #   ZT_TEST_LIMIT_S (each ctest run, 600); ZT_CTEST and ZT_ZEROTRAIN replace the ctest and
 #   zerotrain commands the test and gpu steps run (tests/cli/offline_gpu_script_test.sh gives
 #   them failing stand-ins).
@@ -90,14 +93,29 @@ build() {
         { failed "unpacking $f"; return 1; }
     fi
   done
-  local mpi=-DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
+  local mpi=-DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON pymod=-DZEROTRAIN_BUILD_PYTHON=ON
   [ "${ZT_MPI:-0}" = 1 ] && mpi=
+  # The Python module needs Python.h, which a Python without its development files lacks;
+  # the GPU steps need only the zerotrain command and the C++ tests.
+  if ! "$PY" -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null; then
+    say "$PY has no Python.h: the Python module is not built"
+    pymod=-DZEROTRAIN_BUILD_PYTHON=OFF
+  fi
   say "configuring $BUILD against $dir"
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZEROTRAIN_TORCH_DIR="$dir" \
-    -DZEROTRAIN_PYTHON="$(command -v "$PY")" -DCMAKE_PREFIX_PATH="$DEPS/usr" $mpi 2>&1 | tee "$LOGS/02-configure.log" ||
+    -DZEROTRAIN_PYTHON="$(command -v "$PY")" -DCMAKE_PREFIX_PATH="$DEPS/usr" $mpi $pymod 2>&1 | tee "$LOGS/02-configure.log" ||
     { failed "cmake (configure) exited ${PIPESTATUS[0]}"; return 1; }
-  local t0=$SECONDS rc=0
-  cmake --build "$BUILD" -j "$JOBS" 2>&1 | tee "$LOGS/03-build.log" || { rc=${PIPESTATUS[0]}; failed "cmake --build exited $rc"; }
+  local t0=$SECONDS rc=0 targets=()
+  case ${ZT_TARGETS:-} in
+    '') ;;
+    gpu) targets=(--target zerotrain comm_check gpu_tests)
+         # the nccl plugin and its tests exist where CMake found NCCL
+         ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q '^gpu_comm_tests:' &&
+           targets+=(gpu_comm_tests zerotrain_nccl) ;;
+    *) read -ra targets <<<"$ZT_TARGETS"; targets=(--target "${targets[@]}") ;;
+  esac
+  # -k 0: every compile error in one run, since a GPU machine's time is scarce
+  cmake --build "$BUILD" -j "$JOBS" ${targets[@]+"${targets[@]}"} -- -k 0 2>&1 | tee "$LOGS/03-build.log" || { rc=${PIPESTATUS[0]}; failed "cmake --build exited $rc"; }
   say "build rc=$rc in $((SECONDS - t0)) s" | tee -a "$LOGS/03-build.log"
   return "$rc"
 }
@@ -126,6 +144,16 @@ gpu() {
     tee -a "$log" || failed "ctest -L gpu exited ${PIPESTATUS[0]}"
 }
 
+# The GPU benchmark: its tables go into this checkout's docs/benchmarks.md, and a copy of that
+# file into the log folder (the checkout may be a copy that is thrown away).
+bench() {
+  local log="$LOGS/06-bench.log" args
+  read -ra args <<<"${ZT_BENCH_ARGS:---models small --rounds 3}"
+  timeout "$LIMIT" "$PY" "$ROOT/bench/gpu_train.py" --build "$BUILD" --python "$(command -v "$PY")" "${args[@]}" --write 2>&1 |
+    tee "$log" || failed "bench/gpu_train.py exited ${PIPESTATUS[0]}"
+  cp "$ROOT/docs/benchmarks.md" "$LOGS/benchmarks.md"
+}
+
 # run_step NAME FUNCTION: runs it, says how it went; its status is 1 when any command failed.
 run_step() {
   local name=$1 fn=$2
@@ -143,14 +171,14 @@ run_step() {
   return 1
 }
 
-usage() { echo "usage: $0 fetch-debs DIR | [facts|build|test|gpu|all]..."; exit 2; }
+usage() { echo "usage: $0 fetch-debs DIR | [facts|build|test|gpu|bench|all]..."; exit 2; }
 mkdir -p "$LOGS"
 [ "${1:-}" = fetch-debs ] && { fetch_debs "${2:-}"; exit; }
 steps=("$@")
 [ "${#steps[@]}" -eq 0 ] && steps=(all)
 [ "${steps[*]}" = all ] && steps=(facts build test gpu)
 for step in "${steps[@]}"; do
-  case $step in facts | build | test | gpu) ;; *) usage ;; esac
+  case $step in facts | build | test | gpu | bench) ;; *) usage ;; esac
 done
 bad=()
 for step in "${steps[@]}"; do
@@ -159,6 +187,7 @@ for step in "${steps[@]}"; do
     build) run_step build build || { bad+=(build); say "the build failed: the steps after it are not run"; break; } ;;
     test) run_step test tests || bad+=(test) ;;
     gpu) run_step gpu gpu || bad+=(gpu) ;;
+    bench) run_step bench bench || bad+=(bench) ;;
   esac
 done
 if [ "${#bad[@]}" -gt 0 ]; then
