@@ -31,7 +31,7 @@ struct BlockImpl : torch::nn::Module {
     auto k = parts[1].view({b, t, n_head, hd}).transpose(1, 2);
     auto v = parts[2].view({b, t, n_head, hd}).transpose(1, 2);
     auto att = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(hd));
-    auto mask = torch::ones({t, t}, torch::kBool).triu(1);
+    auto mask = torch::ones({t, t}, x.options().dtype(torch::kBool)).triu(1);
     att = torch::softmax(att.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
     auto y = torch::matmul(att, v).transpose(1, 2).contiguous().view({b, t, c});
     auto h = x + proj(y);
@@ -78,7 +78,7 @@ struct GptImpl : torch::nn::Module {
     head = register_module("head", zerotrain::Sharded<TiedHead>(TiedHead(token_embedding->weight)));
   }
   torch::Tensor forward(const torch::Tensor& tokens) {
-    auto positions = torch::arange(tokens.size(1), torch::kLong);
+    auto positions = torch::arange(tokens.size(1), tokens.options().dtype(torch::kLong));
     auto x = wte(tokens) + wpe(positions);
     for (auto& block : block_units) {
       // Gradient checkpointing: each block keeps only its input and is run again in
