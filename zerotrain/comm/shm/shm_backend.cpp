@@ -111,9 +111,11 @@ class ShmBackend final : public Backend {
 
   WorkPtr reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) override {
     if (!input.is_cpu()) {
-      ZT_CHECK(op != ReduceOp::kAvg || world_->averages(input.scalar_type()), NotSupported,
-               "reduce_scatter: an average of ", input.scalar_type(), " GPU tensors over shared memory's transport");
-      return world_->reduce_scatter(input, output, op);
+      if (op != ReduceOp::kAvg || world_->averages(input.scalar_type())) return world_->reduce_scatter(input, output, op);
+      return run([&] {
+        wait(world_->reduce_scatter(input, output, ReduceOp::kSum));
+        divide_by_world_size(output);
+      });
     }
     return run([&] {
       if (single_host()) {
@@ -169,17 +171,24 @@ class ShmBackend final : public Backend {
   int my_host() const { return layout_.host_of[rank()]; }
 
   // Tensors on a GPU (two ranks sharing one over gloo) take the job's own transport: shared
-  // memory holds host bytes only. An average it cannot take is its sum, divided here.
+  // memory holds host bytes only. An average it cannot take is its sum, divided here
+  // (reduce_scatter does the same).
   WorkPtr on_world(const at::Tensor& tensor, ReduceOp op) {
     if (op != ReduceOp::kAvg || world_->averages(tensor.scalar_type())) return world_->all_reduce(tensor, op);
     return run([&] {
       wait(world_->all_reduce(tensor, ReduceOp::kSum));
-      if (at::isFloatingType(tensor.scalar_type())) {
-        tensor.div_(world_size());
-      } else {
-        tensor.copy_(at::div(tensor, world_size(), "trunc"));
-      }
+      divide_by_world_size(tensor);
     });
+  }
+
+  // The Communicator announced an average (averages() is about host bytes), so the division
+  // the job's transport cannot do happens here, as the Communicator would do it.
+  void divide_by_world_size(const at::Tensor& tensor) const {
+    if (at::isFloatingType(tensor.scalar_type())) {
+      tensor.div_(world_size());
+    } else {
+      tensor.copy_(at::div(tensor, world_size(), "trunc"));
+    }
   }
 
   // Runs a collective to completion; its error (a timeout included) is the Work's.
