@@ -207,10 +207,15 @@ TEST_F(NcclGpu, ACollectiveStuckBehindTheStreamTimesOutWithItsName) {
   // (seconds in fp32 on an H100, still about a second with TF32), far beyond our timeout.
   Communicator c = make(/*fingerprints=*/false, 200ms);
   at::Tensor t = on_gpu(at::ones({1024}, at::kFloat));
+  // ProcessGroupNCCL opens its NCCL communicator at the first collective, and opening it
+  // waits for the whole GPU (its allocations synchronise the device): issued first behind
+  // the matmuls, the collective would be held on the CPU until they finished, and then
+  // finish at once. So the communicator is opened here, before there is anything to wait on.
+  c.all_reduce(t).wait();
   at::Tensor x = on_gpu(at::ones({8192, 8192}, at::kFloat)), w = on_gpu(at::eye(8192, at::kFloat));
   for (int i = 0; i < 300; ++i) x = at::matmul(x, w);
   const std::string message = error_of<TimeoutError>([&] { c.all_reduce(t).wait(); }, "stuck all_reduce");
-  EXPECT_TRUE(contains(message, "all_reduce(Float, 1024 elements, sum) (collective #1) on rank 0 did not finish "
+  EXPECT_TRUE(contains(message, "all_reduce(Float, 1024 elements, sum) (collective #2) on rank 0 did not finish "
                                 "within 0.2 s"))
       << message;
   EXPECT_TRUE(contains(message, "ZEROTRAIN_COMM_TIMEOUT_S")) << message;
