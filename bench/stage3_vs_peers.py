@@ -158,12 +158,15 @@ def worker(args):
 
 # --- the launcher ------------------------------------------------------------------------------
 def first_error_line(text):
-    """The line that says what went wrong: a Python exception's, else the first that names an error."""
+    """The line that says what went wrong: a Python exception's, zerotrain's typed error, else the first
+    that names an error."""
     lines = [l.strip() for l in text.splitlines() if l.strip()]
     exceptions = [l for l in lines if re.match(r"^[\w.]+(Error|Exception|Interrupt)\b", l)]
     if exceptions:
         return exceptions[0]
-    errors = [l for l in lines if re.search(r"error|not supported|terminate", l, re.I)]
+    # zerotrain's own failures: "zerotrain: [kind] what went wrong" (tools/typed_errors.cpp)
+    typed = [l for l in lines if re.match(r"^(\[rank \d+\] )?zerotrain: \[", l)]
+    errors = typed or [l for l in lines if re.search(r"error|not supported|terminate", l, re.I)]
     return re.sub(r"^\[rank \d+\] ", "", (errors or lines or ["no output"])[0])
 
 
