@@ -191,9 +191,14 @@ class NcclBackend final : public Backend {
 };
 
 }  // namespace
-
-std::unique_ptr<Backend> make_nccl_backend(const RendezvousInfo& where, const CommOptions& options) {
-  return std::make_unique<NcclBackend>(where, options);
-}
-
 }  // namespace zerotrain::comm::detail
+
+// The plugin's entry point, which comm/nccl_loader.cpp looks up by name. The plugin defines no
+// other symbol that a program also defines: it is linked without -Bsymbolic, so that its calls
+// into the C++ runtime bind to the program's copy (a second copy, bound privately, would see
+// locale facets registered with the first: an integer formatted here crashed on a toolchain
+// that links libstdc++ into each binary).
+extern "C" __attribute__((visibility("default"))) zerotrain::comm::detail::Backend* zerotrain_make_nccl_backend(
+    const zerotrain::comm::RendezvousInfo& where, const zerotrain::comm::CommOptions& options) {
+  return new zerotrain::comm::detail::NcclBackend(where, options);
+}
