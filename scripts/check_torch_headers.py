@@ -22,7 +22,7 @@ import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # What differs between LibTorch versions: c10d, autograd internals, the accelerator API.
-SENSITIVE = re.compile(r"torch/csrc|DeviceAccelerator|c10d|accelerator::|pinned_memory|grad_accumulator")
+SENSITIVE = re.compile(r"torch/csrc|DeviceAccelerator|c10d|ProcessGroup|accelerator::|pinned_memory|grad_accumulator")
 
 
 def headers(version, work):
