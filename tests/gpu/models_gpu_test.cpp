@@ -20,8 +20,8 @@ struct Case {
   zm::DataShape data;
 };
 
-// A batch of 4 that `model` trains on: tokens for the GPT, images for the ConvNet, features
-// for the MLP.
+// A batch of 4 that `model` trains on: tokens for the GPT, images and classes for the
+// ConvNet, features and regression targets for the MLP (synthetic data).
 std::pair<at::Tensor, at::Tensor> batch_for(zm::Model& model, const zm::DataShape& data) {
   const auto [a, b] = model.data_dims();
   if (model.kind() == "gpt") {
@@ -31,7 +31,7 @@ std::pair<at::Tensor, at::Tensor> batch_for(zm::Model& model, const zm::DataShap
   if (model.kind() == "convnet") {
     return {torch::rand({4, data.channels, data.height, data.width}), torch::randint(data.classes, {4}, torch::kLong)};
   }
-  return {torch::randn({4, a}), torch::randint(b, {4}, torch::kLong)};
+  return {torch::randn({4, a}), torch::randn({4, b})};   // the MLP on synthetic data: a regression
 }
 
 // cuDNN convolutions may run in TF32 by default (LibTorch allows it), about three decimal
@@ -61,11 +61,22 @@ TEST_F(ModelsGpu, EachBuiltInModelGivesTheCpuLossOnCuda) {
     auto model = zm::make_model(c.name, c.config, c.data);
     auto [inputs, targets] = batch_for(*model, c.data);
     const double on_cpu = model->loss(inputs, targets).item<double>();
+    zm::EvalSums eval_on_cpu;
+    {
+      torch::NoGradGuard no_grad;
+      eval_on_cpu = model->eval_sums(inputs, targets);
+    }
     model->module()->to(kCuda);
     at::Tensor loss;
     ASSERT_NO_THROW(loss = model->loss(inputs.to(kCuda), targets.to(kCuda)));
     EXPECT_EQ(loss.device(), kCuda);
     EXPECT_NEAR(loss.item<double>(), on_cpu, 1e-4 * std::abs(on_cpu));
+    // The evaluation's sums, as the Trainer takes them.
+    torch::NoGradGuard no_grad;
+    zm::EvalSums eval;
+    ASSERT_NO_THROW(eval = model->eval_sums(inputs.to(kCuda), targets.to(kCuda)));
+    EXPECT_NEAR(eval.loss_sum, eval_on_cpu.loss_sum, 1e-4 * std::abs(eval_on_cpu.loss_sum));
+    EXPECT_EQ(eval.count, eval_on_cpu.count);
   }
 }
 
