@@ -104,12 +104,23 @@ struct TrainRun {
   std::vector<double> grad_norms;
   bool optimizer_swap_seen = false;   // rank 0's first optimizer swap file existed while the engine lived
   bool param_swap_seen = false;       // ... and its first parameter swap file
+  bool save_wrote_swap = false;       // a save (Span::save_after) changed a file of rank 0's optimizer swap
 };
+
+// The latest modification time of the files in `dir` (none: the clock's minimum; its epoch is
+// not 1970, and real times can be below it).
+fs::file_time_type latest_write_in(const fs::path& dir) {
+  fs::file_time_type latest = fs::file_time_type::min();
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) latest = std::max(latest, fs::last_write_time(e.path(), ec));
+  return latest;
+}
 
 struct Span {
   int first = 0;
   int last = kSteps;
   std::string load_from, save_to;
+  int save_after = -1;   // a save into save_to after this step, and training goes on
 };
 
 TrainRun train(const OffloadCase& c, bool offload, const std::string& nvme_dir, const Span& span = {}) {
@@ -146,13 +157,22 @@ TrainRun train(const OffloadCase& c, bool offload, const std::string& nvme_dir, 
             if (k == 0) runs[r].losses.push_back(loss.item<float>());
           }
           runs[r].grad_norms.push_back(engine.get_global_grad_norm().value_or(std::nan("")));
+          if (s == span.save_after) {
+            const fs::path swap = optimizer_swap_file(nvme_dir).parent_path();
+            const auto before = latest_write_in(swap);
+            // File times tick at the kernel's coarse clock (a few ms): a write by the save
+            // must come at a later tick than the step's last one to show.
+            std::this_thread::sleep_for(std::chrono::milliseconds(30));
+            engine.save_checkpoint(span.save_to, "");
+            if (r == 0) runs[r].save_wrote_swap = latest_write_in(swap) != before;
+          }
         }
         if (r == 0 && offload) {
           std::error_code ec;
           runs[r].optimizer_swap_seen = fs::exists(optimizer_swap_file(nvme_dir), ec);
           runs[r].param_swap_seen = fs::exists(param_swap_file(nvme_dir), ec);
         }
-        if (!span.save_to.empty()) engine.save_checkpoint(span.save_to, "");
+        if (!span.save_to.empty() && span.save_after < 0) engine.save_checkpoint(span.save_to, "");
         zerotrain::GatheredParameters full(engine, {});   // stage 3: the parameters whole
         for (auto& p : nets[r]->parameters()) runs[r].params.push_back(p.detach().to(torch::kFloat).clone());
         full.close();
@@ -251,6 +271,28 @@ TEST_P(OffloadResume, SavedAndResumedHalfwayGivesTheBitsOfOneRun) {
     EXPECT_TRUE(torch::equal(got.params[i], want.params[i]))
         << "parameter " << i << " differs by " << (got.params[i] - want.params[i]).abs().max().item<float>();
   }
+}
+
+std::string resume_name(const ResumeCase& rc);
+
+// A save reads the offloaded states and leaves the store as it was (nothing is written back):
+// training that goes on after it, in the same engine, is the run without the save.
+TEST_P(OffloadResume, TrainingGoesOnAfterASaveAsWithoutIt) {
+  const ResumeCase rc = GetParam();
+  if (!rc.offload_before) GTEST_SKIP() << "the save is not offloaded here (the offloaded cases cover it)";
+  const OffloadCase& c = rc.run;
+  const ScratchDir scratch("save_midway_" + resume_name(rc));
+  fs::create_directories(scratch.path / "swap");
+  const TrainRun want = train(c, true, (scratch.path / "swap").string());
+  Span span;
+  span.save_to = (scratch.path / "ckpt").string();
+  span.save_after = kSteps / 2 - 1;
+  const TrainRun got = train(c, true, (scratch.path / "swap").string(), span);
+  EXPECT_EQ(got.grad_norms, want.grad_norms);
+  ASSERT_EQ(got.params.size(), want.params.size());
+  for (size_t i = 0; i < want.params.size(); ++i) EXPECT_TRUE(torch::equal(got.params[i], want.params[i])) << i;
+  EXPECT_TRUE(fs::exists(scratch.path / "ckpt" / "latest"));
+  EXPECT_FALSE(got.save_wrote_swap) << "the save wrote the optimizer's swap files";
 }
 
 std::string resume_name(const ResumeCase& rc) {

@@ -39,8 +39,9 @@ void Engine::save_checkpoint(const std::string& save_dir, const std::string& tag
   const checkpoint::Providers providers = engine::detail::checkpoint_providers(s, unused);
   // One save at a time: the one in flight is published (or fails) first.
   s.finish_pending_save(true);
-  // With optimizer offload the states are read from their store for the save, and sent back.
-  s.with_states_in_memory([&] {
+  // With optimizer offload the states are read from their store for the save; the store
+  // keeps them, so nothing is written back.
+  s.with_states_to_read([&] {
     if (s.config.checkpoint.async_save) {
       s.pending_save = checkpoint::AsyncSave::start(s.comm, providers, request, s.snapshot_buffers);
     } else {

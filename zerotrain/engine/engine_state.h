@@ -109,6 +109,11 @@ struct EngineState {
   // optimizer offload they are brought in from the store and sent back after.
   template <class F>
   decltype(auto) with_states_in_memory(F&& f);
+  // The same for `f` that only reads them (a save): they go back without being written.
+  template <class F>
+  decltype(auto) with_states_to_read(F&& f);
+  template <class F>
+  decltype(auto) with_offloaded_states(F&& f, bool write_back);
 
   // grad_sync.cpp
   void install_hooks();   // and creates the reducer
@@ -141,22 +146,40 @@ void start_offload(EngineState& s);
 
 template <class F>
 decltype(auto) EngineState::with_states_in_memory(F&& f) {
+  return with_offloaded_states(std::forward<F>(f), /*write_back=*/true);
+}
+
+template <class F>
+decltype(auto) EngineState::with_states_to_read(F&& f) {
+  return with_offloaded_states(std::forward<F>(f), /*write_back=*/false);
+}
+
+template <class F>
+decltype(auto) EngineState::with_offloaded_states(F&& f, bool write_back) {
   if (!offload) return f();
   offload->bring_in(groups, *optimizer);
-  struct SendOut {
+  struct Return {
     EngineState* s;
-    ~SendOut() noexcept(false) {
-      if (std::uncaught_exceptions() == 0) {
+    bool write_back;
+    void back() const {
+      if (write_back) {
         s->offload->send_out(s->groups, *s->optimizer);
+      } else {
+        s->offload->put_back_unchanged(s->groups, *s->optimizer);
+      }
+    }
+    ~Return() noexcept(false) {
+      if (std::uncaught_exceptions() == 0) {
+        back();
         return;
       }
       try {   // unwinding: the error in flight is the one to report
-        s->offload->send_out(s->groups, *s->optimizer);
+        back();
       } catch (const std::exception& e) {
         s->damaged = std::string("the offloaded optimizer states could not be written back: ") + e.what();
       }
     }
-  } send_out{this};
+  } give_back{this, write_back};
   return f();
 }
 

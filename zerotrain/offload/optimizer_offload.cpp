@@ -152,6 +152,10 @@ void OptimizerOffload::send_out(std::vector<stages::GroupState>& groups, optim::
   hand_to_optimizer(groups, optimizer);
 }
 
+void OptimizerOffload::put_back_unchanged(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer) {
+  if (in_memory_) hand_to_optimizer(groups, optimizer);
+}
+
 // Between steps: the engine's master and the optimizer's state are the store's tensors
 // (host memory), or absent (on disk); the step writes the new weights into the parameters.
 void OptimizerOffload::hand_to_optimizer(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer) {

@@ -50,6 +50,9 @@ class OptimizerOffload {
   // user edits of the weights), and back to the store.
   void bring_in(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer);
   void send_out(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer);
+  // Back without writing, for a caller that only read them (a save): the store still holds
+  // the same values, so an NVMe store is spared writing every state again.
+  void put_back_unchanged(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer);
 
   int64_t host_nbytes() const;
   int64_t disk_nbytes() const { return store_->disk_nbytes(); }
