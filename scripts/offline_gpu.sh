@@ -14,8 +14,9 @@
 #   test    the CPU suites: unit, conformance, cli, and the gloo multi-process tests
 #   gpu     `zerotrain report` (its GPU probe trains each ZeRO stage on cuda:0 against the CPU)
 #           and `ctest -L gpu` (skipped, with the reason, where no GPU is visible)
-#   bench   bench/gpu_train.py (ZT_BENCH_ARGS, default `--models small --rounds 3`) into
-#           docs/benchmarks.md, copied to the log folder; not part of all
+#   bench   bench/gpu_train.py (ZT_BENCH_ARGS, default `--models small --rounds 3`, DeepSpeed's
+#           rows only where PYTHON has deepspeed) into docs/benchmarks.md, copied to the log
+#           folder; not part of all
 # Each step ends with a line "step NAME: ok" or "step NAME: FAILED (...)" naming the command
 # that failed; the script exits 0 only when every step it ran passed (facts only informs).
 # A failed build stops the steps after it.
@@ -147,8 +148,16 @@ gpu() {
 # The GPU benchmark: its tables go into this checkout's docs/benchmarks.md, and a copy of that
 # file into the log folder (the checkout may be a copy that is thrown away).
 bench() {
-  local log="$LOGS/06-bench.log" args
-  read -ra args <<<"${ZT_BENCH_ARGS:---models small --rounds 3}"
+  local log="$LOGS/06-bench.log" args peers
+  # DeepSpeed where this Python has it; else its rows are left out (the bench would try to
+  # install it from a package index that an offline machine does not have).
+  if "$PY" -c 'import deepspeed' >/dev/null 2>&1; then
+    peers="--ds_python $(command -v "$PY")"
+  else
+    say "no deepspeed in $PY: the bench runs PyTorch and zerotrain only"
+    peers="--only torch,zt0,zt1,zt2,zt3,zt2off"
+  fi
+  read -ra args <<<"${ZT_BENCH_ARGS:---models small --rounds 3 $peers}"
   timeout "$LIMIT" "$PY" "$ROOT/bench/gpu_train.py" --build "$BUILD" --python "$(command -v "$PY")" "${args[@]}" --write 2>&1 |
     tee "$log" || failed "bench/gpu_train.py exited ${PIPESTATUS[0]}"
   cp "$ROOT/docs/benchmarks.md" "$LOGS/benchmarks.md"
