@@ -33,6 +33,21 @@ int64_t PreparedFile::bytes() const {
   return n;
 }
 
+void for_each_piece(const TensorSource& source, const std::function<void(const void*, int64_t)>& f) {
+  const int64_t bytes = source.nbytes();
+  if (source.data != nullptr || !source.read) {
+    f(source.data, bytes);
+    return;
+  }
+  std::vector<char> buffer(static_cast<size_t>(std::min(bytes, kReadPieceBytes)));
+  for (int64_t done = 0; done < bytes;) {
+    const int64_t n = std::min(kReadPieceBytes, bytes - done);
+    source.read(done, n, buffer.data());
+    f(buffer.data(), n);
+    done += n;
+  }
+}
+
 namespace {
 
 std::vector<TensorEntry> entries_of(const std::vector<TensorSource>& tensors) {
@@ -42,10 +57,17 @@ std::vector<TensorEntry> entries_of(const std::vector<TensorSource>& tensors) {
   return entries;
 }
 
+uint64_t checksum_of(const TensorSource& t) {
+  if (t.data != nullptr || !t.read) return checkpoint::checksum_of(t.data, t.nbytes());
+  Checksum sum;
+  for_each_piece(t, [&](const void* data, int64_t n) { sum.update(data, n); });
+  return sum.digest();
+}
+
 void checksum_into(std::map<std::string, std::string>& metadata, const std::vector<TensorSource>& tensors,
                    bool placeholder) {
   for (const auto& t : tensors) {
-    metadata[std::string(kTensorChecksumPrefix) + t.key] = to_hex(placeholder ? 0 : checksum_of(t.data, t.nbytes()));
+    metadata[std::string(kTensorChecksumPrefix) + t.key] = to_hex(placeholder ? 0 : checksum_of(t));
   }
 }
 
@@ -80,7 +102,7 @@ WrittenFile write_safetensors(const std::filesystem::path& path, const PreparedF
   ZT_INTERNAL_ASSERT(!file.checksums_pending, "a checkpoint file written before its checksums were filled in");
   AtomicFile out(path);
   out.write(file.header);
-  for (const auto& t : file.tensors) out.write(t.data, t.nbytes());
+  for (const auto& t : file.tensors) for_each_piece(t, [&](const void* data, int64_t n) { out.write(data, n); });
   const WrittenFile w{out.bytes_written(), out.checksum(),
                       checksum_of(file.header.data(), static_cast<int64_t>(file.header.size()))};
   out.commit();

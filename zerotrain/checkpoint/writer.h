@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -15,16 +16,26 @@
 namespace zerotrain::checkpoint {
 
 struct TensorSource {
+  // Copies bytes [offset, offset + nbytes) of the tensor into dst: for bytes that are not in
+  // memory (optimizer states offloaded to a disk), read a piece at a time as they are written.
+  using Read = std::function<void(int64_t offset, int64_t nbytes, void* dst)>;
+
   std::string key;
   Dtype dtype = Dtype::kF32;
   std::vector<int64_t> shape;
-  const void* data = nullptr;   // shape's numel elements, contiguous
+  const void* data = nullptr;   // shape's numel elements, contiguous; or null, and read is set
+  Read read;
   int64_t nbytes() const {
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
     return numel * dtype_size(dtype);
   }
 };
+
+// The source's bytes in order, as (pointer, bytes) pieces: its data at once, or read through
+// one buffer of at most kReadPieceBytes.
+constexpr int64_t kReadPieceBytes = 8 << 20;
+void for_each_piece(const TensorSource& source, const std::function<void(const void*, int64_t)>& f);
 
 struct WrittenFile {
   int64_t bytes = 0;

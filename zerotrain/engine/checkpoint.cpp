@@ -39,15 +39,21 @@ void Engine::save_checkpoint(const std::string& save_dir, const std::string& tag
   const checkpoint::Providers providers = engine::detail::checkpoint_providers(s, unused);
   // One save at a time: the one in flight is published (or fails) first.
   s.finish_pending_save(true);
-  // With optimizer offload the states are read from their store for the save; the store
-  // keeps them, so nothing is written back.
-  s.with_states_to_read([&] {
+  const auto save = [&] {
     if (s.config.checkpoint.async_save) {
       s.pending_save = checkpoint::AsyncSave::start(s.comm, providers, request, s.snapshot_buffers);
     } else {
       checkpoint::save(s.comm, providers, request);
     }
-  });
+  };
+  // Optimizer states offloaded to files stream from their store into the checkpoint (the
+  // model-states provider reads them a piece at a time); in host memory they are the store's
+  // own tensors. Either way the store keeps them: nothing is written back.
+  if (s.offload && s.offload->on_disk()) {
+    save();
+  } else {
+    s.with_states_to_read(save);
+  }
 }
 
 std::optional<std::string> Engine::wait_for_checkpoint() { return state_->finish_pending_save(true); }

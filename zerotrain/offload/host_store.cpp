@@ -3,6 +3,8 @@
 // of optimizer_offload.cpp). With a GPU and pin_memory they are page-locked, for copies
 // that do not stage through a bounce buffer.
 #include <ATen/ATen.h>
+
+#include <cstring>
 #include <ATen/Context.h>
 
 #include "zerotrain/core/error.h"
@@ -41,6 +43,11 @@ class HostStore final : public StateStore {
     if (!states.exp_avg_sq.is_same(s.exp_avg_sq)) s.exp_avg_sq.copy_(states.exp_avg_sq);
   }
   bool resident() const override { return true; }
+  void read_range(std::size_t group, int which, int64_t offset, int64_t numel, float* out) override {
+    const GroupStates& s = groups_.at(group);
+    const at::Tensor& t = which == 0 ? s.master : which == 1 ? s.exp_avg : s.exp_avg_sq;
+    std::memcpy(out, t.data_ptr<float>() + offset, static_cast<size_t>(numel) * sizeof(float));
+  }
 
   int64_t host_nbytes() const override {
     int64_t total = 0;

@@ -73,6 +73,7 @@ class NvmeStore final : public StateStore {
   }
 
   void begin_pass(std::vector<SubGroup> order) override {
+    forget_cached_chunks();
     // A pass that failed halfway leaves requests behind: they finish before the buffers
     // are used again (their errors were reported by the pass that failed).
     try {
@@ -110,6 +111,7 @@ class NvmeStore final : public StateStore {
   }
 
   GroupStates read_group(std::size_t group) override {
+    forget_cached_chunks();
     SwapGroup& g = groups_.at(group);
     GroupStates s{at::empty({g.numel}, at::kFloat), at::empty({g.numel}, at::kFloat), at::empty({g.numel}, at::kFloat)};
     std::array<at::Tensor*, 3> out{&s.master, &s.exp_avg, &s.exp_avg_sq};
@@ -139,6 +141,35 @@ class NvmeStore final : public StateStore {
     g.fresh_moments = false;
   }
   bool resident() const override { return false; }
+
+  // A chunk at a time through buffer i of the first set, which keeps the last chunk of file
+  // i that it read: a save asks for each parameter's piece of the three arrays in turn, and
+  // consecutive pieces mostly lie in the same chunks.
+  void read_range(std::size_t group, int which, int64_t offset, int64_t numel, float* out) override {
+    SwapGroup& g = groups_.at(group);
+    const auto i = static_cast<size_t>(which);
+    ZT_INTERNAL_ASSERT(i < 3 && offset >= 0 && numel >= 0 && offset + numel <= g.numel, "offload read_range out of bounds");
+    if (i > 0 && g.fresh_moments) {
+      std::memset(out, 0, static_cast<size_t>(numel) * 4);
+      return;
+    }
+    const int64_t chunk_numel = o_.max_sub_group_numel;
+    for (int64_t at = offset; at < offset + numel;) {
+      const int64_t chunk = at / chunk_numel;
+      CachedChunk& cached = cached_[i];
+      if (cached.group != group || cached.chunk != chunk) {
+        for (auto& set : sets_) wait_writes(set);
+        const int64_t begin = chunk * chunk_numel;
+        const int64_t bytes = io::align_up(std::min(chunk_numel, g.numel - begin) * 4);
+        cached = {};   // a failed read leaves nothing cached
+        engine_->wait(engine_->submit({&g.files[i], chunk_offset_bytes(begin), sets_[0].buffers[i].data(), bytes, false}));
+        cached = {group, chunk};
+      }
+      const int64_t end = std::min(offset + numel, (chunk + 1) * chunk_numel);
+      std::memcpy(out + (at - offset), data(sets_[0], i) + (at - chunk * chunk_numel), static_cast<size_t>(end - at) * 4);
+      at = end;
+    }
+  }
 
   int64_t host_nbytes() const override {
     return static_cast<int64_t>(sets_.size()) * 3 * io::align_up(o_.max_sub_group_numel * 4);
@@ -203,6 +234,7 @@ class NvmeStore final : public StateStore {
 
   // File `i` of `g`, a chunk at a time through the first buffer set, from `fill`.
   void write_file(SwapGroup& g, size_t i, const MasterFill& fill) {
+    forget_cached_chunks();
     for (auto& set : sets_) wait_writes(set);
     for_each_chunk(g, [&](int64_t offset, int64_t numel) {
       const int64_t bytes = io::align_up(numel * 4);
@@ -212,7 +244,15 @@ class NvmeStore final : public StateStore {
     });
   }
 
+  // read_range's chunk in buffer i of the first set, per file i (none: group SIZE_MAX).
+  struct CachedChunk {
+    std::size_t group = SIZE_MAX;
+    int64_t chunk = -1;
+  };
+  void forget_cached_chunks() { cached_ = {}; }
+
   NvmeStoreOptions o_;
+  std::array<CachedChunk, 3> cached_;
   std::unique_ptr<io::IoEngine> engine_;
   std::vector<SwapGroup> groups_;
   std::vector<BufferSet> sets_;

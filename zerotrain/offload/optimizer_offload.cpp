@@ -152,6 +152,12 @@ void OptimizerOffload::send_out(std::vector<stages::GroupState>& groups, optim::
   hand_to_optimizer(groups, optimizer);
 }
 
+bool OptimizerOffload::on_disk() const { return !store_->resident(); }
+
+void OptimizerOffload::read_state(std::size_t group, int which, int64_t offset, int64_t numel, float* out) {
+  store_->read_range(group, which, offset, numel, out);
+}
+
 void OptimizerOffload::put_back_unchanged(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer) {
   if (in_memory_) hand_to_optimizer(groups, optimizer);
 }

@@ -54,6 +54,14 @@ class OptimizerOffload {
   // the same values, so an NVMe store is spared writing every state again.
   void put_back_unchanged(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer);
 
+  // Where the states are between steps: in files (nvme), so that a save streams them with
+  // read_state rather than bringing them in whole.
+  bool on_disk() const;
+  bool in_memory() const { return in_memory_; }
+  // Elements [offset, offset + numel) of group `group`'s master (which 0), exp_avg (1) or
+  // exp_avg_sq (2) shard, read from the store into `out`.
+  void read_state(std::size_t group, int which, int64_t offset, int64_t numel, float* out);
+
   int64_t host_nbytes() const;
   int64_t disk_nbytes() const { return store_->disk_nbytes(); }
   std::string describe() const;

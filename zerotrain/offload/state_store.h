@@ -60,6 +60,10 @@ class StateStore {
   // Whether read_group hands out the store's own tensors (host memory): then writing into
   // them is writing the store.
   virtual bool resident() const = 0;
+  // Elements [offset, offset + numel) of array `which` (0 master, 1 exp_avg, 2 exp_avg_sq)
+  // of group `group` into `out`, through the store's own buffers: a save streams the states
+  // from here without holding a group whole. Between passes only.
+  virtual void read_range(std::size_t group, int which, int64_t offset, int64_t numel, float* out) = 0;
 
   // Bytes held in host memory (states and buffers) and on disk.
   virtual int64_t host_nbytes() const = 0;

@@ -53,6 +53,10 @@ std::vector<size_t> RankFileContents::live_sources() const {
   live = std::move(merged);
   std::vector<size_t> out;
   for (size_t i = 0; i < sources_.size(); ++i) {
+    if (sources_[i].data == nullptr && sources_[i].read) {   // read from a store that steps change
+      out.push_back(i);
+      continue;
+    }
     const auto at = reinterpret_cast<uintptr_t>(sources_[i].data);
     auto it = std::upper_bound(live.begin(), live.end(), std::make_pair(at, UINTPTR_MAX));
     if (it != live.begin() && at < std::prev(it)->second) out.push_back(i);
@@ -87,6 +91,13 @@ void RankFileContents::snapshot(std::vector<at::Tensor>& reuse) {
     TensorSource& source = sources_[i];
     const int64_t bytes = source.nbytes();
     offset = aligned(offset);
+    if (source.data == nullptr) {   // read now, in this thread: the store is not thread-safe
+      source.read(0, bytes, base + offset);
+      source.data = base + offset;
+      source.read = nullptr;
+      offset += bytes;
+      continue;
+    }
     const auto* src = static_cast<const char*>(source.data);
     for (int64_t done = 0; done < bytes; done += kPiece) {
       pieces.push_back({base + offset + done, src + done, std::min(kPiece, bytes - done)});
@@ -101,6 +112,12 @@ void RankFileContents::snapshot(std::vector<at::Tensor>& reuse) {
   keep_.erase(std::remove_if(keep_.begin(), keep_.end(), [](const Held& h) { return h.live; }), keep_.end());
   keep_.push_back({arena, false});
   reuse = {arena};
+}
+
+void RankFileContents::add_read(std::string key, Dtype dtype, std::vector<int64_t> shape, TensorSource::Read read) {
+  TensorSource source{std::move(key), dtype, std::move(shape), nullptr};
+  source.read = std::move(read);
+  sources_.push_back(std::move(source));
 }
 
 void RankFileContents::add(std::string key, const at::Tensor& t) {

@@ -35,6 +35,9 @@ class RankFileContents {
   void add(std::string key, const at::Tensor& t);
   // Elements [offset, offset + numel) of `t` (1-D fp32, held by hold()) under `key`.
   void add_fp32_range(std::string key, const at::Tensor& t, int64_t offset, int64_t numel);
+  // A tensor whose bytes `read` copies out when the file is written (or snapshotted), a
+  // piece at a time: offloaded states stream from their store instead of being in memory.
+  void add_read(std::string key, Dtype dtype, std::vector<int64_t> shape, TensorSource::Read read);
   // `t` in host memory, contiguous, kept alive until the file is written.
   at::Tensor hold(const at::Tensor& t);
 

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <unordered_set>
 
@@ -12,6 +13,7 @@
 #include "zerotrain/core/error.h"
 #include "zerotrain/engine/checkpoint_providers/providers.h"
 #include "zerotrain/engine/engine_state.h"
+#include "zerotrain/offload/optimizer_offload.h"
 
 namespace zerotrain::engine::detail {
 namespace {
@@ -33,6 +35,10 @@ class ModelStates final : public checkpoint::StateProvider {
     const bool sharded = s_.traits().shards_optimizer;
     const std::vector<std::string> names = state_names();
     for (GroupState& g : s_.groups) {
+      if (streamed()) {
+        add_streamed(file, g, sharded);
+        continue;
+      }
       const at::Tensor weights = file.hold(g.stepped_weights());
       ZT_INTERNAL_ASSERT(weights.scalar_type() == at::kFloat, "the stepped weights are not fp32");
       std::vector<std::pair<std::string, at::Tensor>> sources{{"fp32", weights}};
@@ -145,7 +151,28 @@ class ModelStates final : public checkpoint::StateProvider {
   }
 
  private:
+  // Optimizer states offloaded to files (nvme) and not brought in: a save streams them from
+  // the store (peak memory: the store's buffers), the weights too, as the store's master.
+  bool streamed() const { return s_.offload && s_.offload->on_disk() && !s_.offload->in_memory(); }
+
+  void add_streamed(checkpoint::RankFileContents& file, const GroupState& g, bool sharded) {
+    // The store's arrays, in its order: 0 master, 1 exp_avg, 2 exp_avg_sq (offload is Adam's).
+    static constexpr std::array<const char*, 3> kArrays{"fp32", "exp_avg", "exp_avg_sq"};
+    offload::OptimizerOffload* store = s_.offload.get();
+    for (const auto& piece : checkpoint::saved_pieces(g.layout, sharded, file.world_size(), file.rank())) {
+      const Fragment f{file.rank(), piece.in_param.offset, piece.in_param.end()};
+      for (int which = 0; which < 3; ++which) {
+        file.add_read(checkpoint::fragment_key(kArrays[which], g.param_names[piece.param], f), checkpoint::Dtype::kF32,
+                      {f.numel()},
+                      [store, group = g.index, which, first = piece.local_offset](int64_t offset, int64_t nbytes, void* dst) {
+                        store->read_state(group, which, first + offset / 4, nbytes / 4, static_cast<float*>(dst));
+                      });
+      }
+    }
+  }
+
   std::vector<std::string> state_names() const {
+    if (streamed()) return {"exp_avg", "exp_avg_sq"};
     std::vector<std::string> names;
     if (s_.optimizer && !s_.groups.empty()) {
       for (const auto& [name, t] : s_.optimizer->state(s_.groups.front().index)) names.push_back(name);
