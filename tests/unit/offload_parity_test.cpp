@@ -8,6 +8,8 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -359,6 +361,37 @@ TEST(OffloadSave, StreamsNvmeStatesWithoutHoldingThem) {
   ASSERT_TRUE(plain.load_checkpoint((scratch.path / "ckpt").string(), "").has_value());
   auto p = net->parameters(), q = other->parameters();
   for (size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(torch::equal(p[i], q[i])) << i;
+}
+
+// An asynchronous save reads the streamed states into its snapshot: its rank file is the
+// synchronous save's, byte for byte, from the same training.
+TEST(OffloadSave, AnAsynchronousSaveOfNvmeStatesWritesTheSameFile) {
+  const ScratchDir scratch("streamed_async");
+  std::vector<std::string> files;
+  for (const bool async : {false, true}) {
+    const fs::path swap = scratch.path / (async ? "swap_async" : "swap_sync");
+    fs::create_directories(swap);
+    torch::manual_seed(7);
+    auto net = torch::nn::Sequential(torch::nn::Linear(64, 96), torch::nn::Linear(96, 64));
+    const std::string config = R"({"train_batch_size": 2, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+        "checkpoint": {"async_save": )" + std::string(async ? "true" : "false") + R"(},
+        "zero_optimization": {"stage": 2, "sub_group_size": 1000,
+          "offload_optimizer": {"device": "nvme", "nvme_path": ")" + swap.string() + R"("}}})";
+    auto engine = zerotrain::initialize(net.ptr(), zerotrain::Config::from_string(config));
+    for (int step = 0; step < 3; ++step) {
+      auto x = torch::randn({2, 64});
+      engine.backward(torch::mse_loss(net->forward(x), x));
+      engine.step();
+    }
+    const fs::path dir = scratch.path / (async ? "async" : "sync");
+    engine.save_checkpoint(dir.string(), "tag");
+    engine.wait_for_checkpoint();
+    std::ifstream in(dir / "tag" / "rank_00000.safetensors", std::ios::binary);
+    ASSERT_TRUE(in) << dir;
+    files.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  EXPECT_EQ(files[0].size(), files[1].size());
+  EXPECT_TRUE(files[0] == files[1]) << "the asynchronous save's rank file differs from the synchronous one's";
 }
 
 }  // namespace
