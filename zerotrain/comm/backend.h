@@ -65,6 +65,10 @@ class Backend {
 
 // One Backend per rank thread, all sharing one in-process world.
 std::vector<std::unique_ptr<Backend>> make_thread_backends(int world_size, const CommOptions& options);
+// An average a transport cannot take: its sum (in `t`) divided by the world size, integers
+// truncated, as every backend gives them.
+void divide_in_place(const at::Tensor& t, int world_size);
+
 std::unique_ptr<Backend> make_gloo_backend(const RendezvousInfo& where, const CommOptions& options);
 std::unique_ptr<Backend> make_mpi_backend(const RendezvousInfo& where, const CommOptions& options);
 std::unique_ptr<Backend> make_nccl_backend(const RendezvousInfo& where, const CommOptions& options);

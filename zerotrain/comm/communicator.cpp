@@ -67,14 +67,6 @@ void copy_back(const at::Tensor& dst, const at::Tensor& flat_src) {
   dst.copy_(flat_src.view(dst.sizes()));
 }
 
-void divide_in_place(const at::Tensor& t, int world_size) {
-  if (at::isFloatingType(t.scalar_type())) {
-    t.div_(world_size);
-  } else {
-    t.copy_(at::div(t, world_size, "trunc"));
-  }
-}
-
 }  // namespace
 
 struct Issuer {
@@ -148,7 +140,7 @@ struct Issuer {
     WorkPtr part = backend().all_reduce(buffer, post_divide ? ReduceOp::kSum : op);
     const int world = ws();
     return finish(seq, fp, part, [=] {
-      if (post_divide) divide_in_place(buffer, world);
+      if (post_divide) detail::divide_in_place(buffer, world);
       copy_back(tensor, buffer);
     });
   }
@@ -188,7 +180,7 @@ struct Issuer {
     const int world = ws();
     return finish(seq, fp, part, [=] {
       (void)source;   // keep the (padded) input alive until the backend is done
-      if (post_divide) divide_in_place(result, world);
+      if (post_divide) detail::divide_in_place(result, world);
       copy_back(output, result.narrow(0, 0, mine.numel));
     });
   }

@@ -114,7 +114,7 @@ class ShmBackend final : public Backend {
       if (op != ReduceOp::kAvg || world_->averages(input.scalar_type())) return world_->reduce_scatter(input, output, op);
       return run([&] {
         wait(world_->reduce_scatter(input, output, ReduceOp::kSum));
-        divide_by_world_size(output);
+        divide_in_place(output, world_size());
       });
     }
     return run([&] {
@@ -171,24 +171,14 @@ class ShmBackend final : public Backend {
   int my_host() const { return layout_.host_of[rank()]; }
 
   // Tensors on a GPU (two ranks sharing one over gloo) take the job's own transport: shared
-  // memory holds host bytes only. An average it cannot take is its sum, divided here
-  // (reduce_scatter does the same).
+  // memory holds host bytes only. An average it cannot take is its sum, divided here (the
+  // Communicator counted on averages(), which is about host bytes; reduce_scatter does the same).
   WorkPtr on_world(const at::Tensor& tensor, ReduceOp op) {
     if (op != ReduceOp::kAvg || world_->averages(tensor.scalar_type())) return world_->all_reduce(tensor, op);
     return run([&] {
       wait(world_->all_reduce(tensor, ReduceOp::kSum));
-      divide_by_world_size(tensor);
+      divide_in_place(tensor, world_size());
     });
-  }
-
-  // The Communicator announced an average (averages() is about host bytes), so the division
-  // the job's transport cannot do happens here, as the Communicator would do it.
-  void divide_by_world_size(const at::Tensor& tensor) const {
-    if (at::isFloatingType(tensor.scalar_type())) {
-      tensor.div_(world_size());
-    } else {
-      tensor.copy_(at::div(tensor, world_size(), "trunc"));
-    }
   }
 
   // Runs a collective to completion; its error (a timeout included) is the Work's.
