@@ -25,6 +25,7 @@ struct TensorSource {
   std::vector<int64_t> shape;
   const void* data = nullptr;   // shape's numel elements, contiguous; or null, and read is set
   Read read;
+  bool is_read() const { return data == nullptr && static_cast<bool>(read); }
   int64_t nbytes() const {
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;

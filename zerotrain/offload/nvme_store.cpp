@@ -154,8 +154,8 @@ class NvmeStore final : public StateStore {
       return;
     }
     const int64_t chunk_numel = o_.max_sub_group_numel;
-    for (int64_t at = offset; at < offset + numel;) {
-      const int64_t chunk = at / chunk_numel;
+    for (int64_t pos = offset; pos < offset + numel;) {
+      const int64_t chunk = pos / chunk_numel;
       CachedChunk& cached = cached_[i];
       if (cached.group != group || cached.chunk != chunk) {
         for (auto& set : sets_) wait_writes(set);
@@ -166,8 +166,8 @@ class NvmeStore final : public StateStore {
         cached = {group, chunk};
       }
       const int64_t end = std::min(offset + numel, (chunk + 1) * chunk_numel);
-      std::memcpy(out + (at - offset), data(sets_[0], i) + (at - chunk * chunk_numel), static_cast<size_t>(end - at) * 4);
-      at = end;
+      std::memcpy(out + (pos - offset), data(sets_[0], i) + (pos - chunk * chunk_numel), static_cast<size_t>(end - pos) * 4);
+      pos = end;
     }
   }
 

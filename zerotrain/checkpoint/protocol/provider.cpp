@@ -53,7 +53,7 @@ std::vector<size_t> RankFileContents::live_sources() const {
   live = std::move(merged);
   std::vector<size_t> out;
   for (size_t i = 0; i < sources_.size(); ++i) {
-    if (sources_[i].data == nullptr && sources_[i].read) {   // read from a store that steps change
+    if (sources_[i].is_read()) {   // read from a store that steps change
       out.push_back(i);
       continue;
     }
@@ -91,7 +91,7 @@ void RankFileContents::snapshot(std::vector<at::Tensor>& reuse) {
     TensorSource& source = sources_[i];
     const int64_t bytes = source.nbytes();
     offset = aligned(offset);
-    if (source.data == nullptr) {   // read now, in this thread: the store is not thread-safe
+    if (source.is_read()) {   // read now, in this thread: the store is not thread-safe
       source.read(0, bytes, base + offset);
       source.data = base + offset;
       source.read = nullptr;
