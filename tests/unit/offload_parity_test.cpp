@@ -150,7 +150,9 @@ TrainRun train(const OffloadCase& c, bool offload, const std::string& nvme_dir, 
     threads.emplace_back([&, r] {
       try {
         auto engine = zerotrain::initialize(nets[r], offload_config(c, nvme_dir, offload), {.comm = world[r]});
-        if (!span.load_from.empty()) EXPECT_TRUE(engine.load_checkpoint(span.load_from, "").has_value());
+        if (!span.load_from.empty()) {
+          EXPECT_TRUE(engine.load_checkpoint(span.load_from, "").has_value());
+        }
         for (int s = span.first; s < span.last; ++s) {
           for (int k = 0; k < c.accumulation; ++k) {
             auto x = rank_rows(data.x[s], pc, r, k), y = rank_rows(data.y[s], pc, r, k);
@@ -385,6 +387,8 @@ TEST(OffloadSave, AnAsynchronousSaveOfNvmeStatesWritesTheSameFile) {
     }
     const fs::path dir = scratch.path / (async ? "async" : "sync");
     engine.save_checkpoint(dir.string(), "tag");
+    // Written in the background (no fallback to a synchronous save), until waited for.
+    EXPECT_EQ(engine.checkpoint_in_flight().has_value(), async);
     engine.wait_for_checkpoint();
     std::ifstream in(dir / "tag" / "rank_00000.safetensors", std::ios::binary);
     ASSERT_TRUE(in) << dir;
