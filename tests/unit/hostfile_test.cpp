@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "tools/launch/hostfile.h"
 #include "tools/launch/plan.h"
 #include "tools/launch/rank_report.h"
+#include "tools/launch/rank_threads.h"
 #include "zerotrain/core/error.h"
 
 namespace zl = zerotrain::launch;
@@ -291,6 +293,79 @@ TEST(Plan, PerNodeModeNeverUsesMpirun) {
   auto plan = zl::plan_launch(o);
   ASSERT_EQ(plan.children.size(), 2u);
   EXPECT_EQ(plan.children[0].argv.front(), "./train");
+}
+
+// OMP_NUM_THREADS as the test sets it, restored after.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(const std::optional<std::string>& value) {
+    if (const char* old = std::getenv("OMP_NUM_THREADS")) saved_ = old;
+    if (value) {
+      ::setenv("OMP_NUM_THREADS", value->c_str(), 1);
+    } else {
+      ::unsetenv("OMP_NUM_THREADS");
+    }
+  }
+  ~ScopedOmpThreads() {
+    if (saved_) {
+      ::setenv("OMP_NUM_THREADS", saved_->c_str(), 1);
+    } else {
+      ::unsetenv("OMP_NUM_THREADS");
+    }
+  }
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+TEST(Plan, EachRankOfAHostGetsItsShareOfTheCpusUnlessTheUserChose) {
+  const int cpus = zl::usable_cpus();
+  ASSERT_GE(cpus, 1);
+  for (int nproc : {2, 3, cpus, 4 * cpus}) {
+    ScopedOmpThreads unset(std::nullopt);
+    zl::LaunchOptions o;
+    o.nproc_per_node = nproc;
+    o.backend = "gloo";
+    o.command = {"./train"};
+    const auto plan = zl::plan_launch(o);
+    ASSERT_EQ(plan.children.size(), static_cast<size_t>(nproc));
+    const std::string share = std::to_string(std::max(1, cpus / nproc));
+    for (const auto& child : plan.children) EXPECT_EQ(env_of(child, "OMP_NUM_THREADS"), share) << nproc << " ranks";
+    ASSERT_EQ(plan.notices.size(), 1u) << nproc << " ranks";
+    EXPECT_NE(plan.notices[0].find("OMP_NUM_THREADS=" + share + " for each of the " + std::to_string(nproc)),
+              std::string::npos)
+        << plan.notices[0];
+  }
+  {
+    ScopedOmpThreads theirs(std::string("5"));
+    zl::LaunchOptions o;
+    o.nproc_per_node = 2;
+    o.command = {"./train"};
+    const auto plan = zl::plan_launch(o);
+    for (const auto& child : plan.children) EXPECT_EQ(env_of(child, "OMP_NUM_THREADS"), "<unset>");   // inherited
+    EXPECT_TRUE(plan.notices.empty());
+  }
+  {
+    ScopedOmpThreads unset(std::nullopt);
+    zl::LaunchOptions o;
+    o.nproc_per_node = 1;
+    o.command = {"./train"};
+    const auto plan = zl::plan_launch(o);
+    EXPECT_EQ(env_of(plan.children.at(0), "OMP_NUM_THREADS"), "<unset>");   // LibTorch's own choice
+    EXPECT_TRUE(plan.notices.empty());
+  }
+}
+
+TEST(Plan, UnderMpirunEachRanksWrapperCountsItsHostsRanks) {
+  ScopedOmpThreads unset(std::nullopt);
+  ASSERT_EQ(::setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1), 0);
+  zl::LaunchOptions o;
+  o.mpi_rank_wrapper = true;
+  o.command = {"./train"};
+  const auto plan = zl::plan_launch(o);
+  ::unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  EXPECT_EQ(env_of(plan.children.at(0), "OMP_NUM_THREADS"), std::to_string(std::max(1, zl::usable_cpus() / 2)));
+  EXPECT_TRUE(plan.notices.empty());   // one per rank would repeat it N times
 }
 
 TEST(Plan, NoProgramIsAnError) {

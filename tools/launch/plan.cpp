@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "tools/launch/hostfile.h"
+#include "tools/launch/rank_threads.h"
 #include "tools/launch/reaper.h"
 #include "zerotrain/comm/types.h"
 #include "zerotrain/core/env.h"
@@ -126,10 +127,13 @@ struct NodeLayout {
 void add_rank_children(SupervisorOptions& plan, const LaunchOptions& o, const NodeLayout& node) {
   // Before the plan holds a child per rank: a count that cannot start is refused while small.
   reserve_descriptors(node.nproc, !o.log_dir.empty(), 0, node.nproc);
+  const auto threads = omp_threads_per_rank(node.nproc);
+  if (threads) plan.notices.push_back(omp_threads_notice(*threads, node.nproc));
   for (int local = 0; local < node.nproc; ++local) {
     const int rank = node.rank_offset + local;
     ChildSpec child{str("rank ", rank), str("rank", rank, ".log"), o.command, comm_env(o)};
     if (node.nnodes == 1 && node.world_size == node.nproc) add_single_host_env(child.env);
+    if (threads) child.env.emplace_back("OMP_NUM_THREADS", *threads);
     // torchrun's names, and DeepSpeed's launcher's (LOCAL_SIZE, CROSS_RANK, CROSS_SIZE).
     Env rendezvous = {{"RANK", str(rank)},
                       {"WORLD_SIZE", str(node.world_size)},
@@ -433,6 +437,10 @@ SupervisorOptions plan_launch(const LaunchOptions& options) {
                                      {"LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}}) {
       if (auto value = env::get(ompi)) names.emplace_back(name, *value);
     }
+    // Each wrapper runs on its rank's host, so it counts that host's CPUs; mpirun's own
+    // notice would come once per rank, so there is none.
+    const int on_host = static_cast<int>(env::get_int("OMPI_COMM_WORLD_LOCAL_SIZE").value_or(1));
+    if (auto threads = omp_threads_per_rank(on_host)) names.emplace_back("OMP_NUM_THREADS", *threads);
     plan.children.push_back({str("rank ", rank), str("rank", rank, ".log"), o.command, names});
     plan.announce_signals = false;   // mpirun stopping the other ranks is not news
     plan.report_rank_to_launcher = rank;

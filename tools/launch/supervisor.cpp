@@ -443,6 +443,7 @@ int supervise(const SupervisorOptions& options) {
   std::vector<Child> children(options.children.size());
   for (size_t i = 0; i < children.size(); ++i) children[i].spec = &options.children[i];
   for (auto& c : children) open_log(c, options);
+  for (const auto& line : options.notices) std::cerr << line << '\n';
   std::unordered_map<pid_t, size_t> index_of;
   for (size_t i = 0; i < children.size(); ++i) {
     start(children[i]);   // if one cannot start, reap_at_exit stops those that did

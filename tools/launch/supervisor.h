@@ -41,6 +41,7 @@ struct SupervisorOptions {
   // launcher (rank_report.h), with this rank, instead of a "failed first" report.
   int report_rank_to_launcher = -1;
   std::vector<std::filesystem::path> temporary_files;   // removed when supervise() returns
+  std::vector<std::string> notices;   // lines for stderr before the children start
 };
 
 // Returns the exit code for the launcher: 0 when every child exited 0; otherwise the code
