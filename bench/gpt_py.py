@@ -91,12 +91,30 @@ def gpt_loss(logits, targets):
 
 def synthetic_batch(cfg, seed, first, count):
     """zerotrain/data/synthetic.cpp's gpt sequences first .. first+count-1: (inputs, targets)."""
+    return synthetic_rows(cfg, seed, range(first, first + count))
+
+
+TRAIN_SIZE = 65536  # `zerotrain train --dataset synthetic`'s training set (tools/train_data.cpp)
+
+
+def trainer_batches(cfg, seed, micro, steps):
+    """The batches `zerotrain train --dataset synthetic --seed SEED` trains on at world size 1,
+    in its order: the Trainer's sampler shuffles as torch's DistributedSampler does
+    (randperm under manual_seed(seed + epoch)), so a peer fed these trains on the same data."""
+    import torch
+    order = torch.randperm(TRAIN_SIZE, generator=torch.Generator().manual_seed(seed)).tolist()
+    assert micro * steps <= TRAIN_SIZE, "more than one epoch of synthetic data"
+    return [synthetic_rows(cfg, seed, order[step * micro:(step + 1) * micro]) for step in range(steps)]
+
+
+def synthetic_rows(cfg, seed, indices):
+    """zerotrain/data/synthetic.cpp's gpt sequences of these indices: (inputs, targets)."""
     import torch
     vocab, length = cfg["vocab_size"], cfg["block_size"]
     a, c = 1 + 2 * (seed % 7), 1 + seed % 13
     rows = []
-    for s in range(count):
-        token = ((first + s) * 2654435761 + seed) % vocab
+    for index in indices:
+        token = (index * 2654435761 + seed) % vocab
         row = []
         for _ in range(length + 1):
             row.append(token)

@@ -101,8 +101,7 @@ def worker(args):
     model = gpt_py.make_gpt(cfg)
     # The batches are made before the clock starts and wait on the device, so that the peers'
     # Python data code is not what is measured (zerotrain's loader prefetches in C++).
-    batches = [tuple(t.to(device) for t in gpt_py.synthetic_batch(cfg, SEED, step * args.micro, args.micro))
-               for step in range(total)]
+    batches = [tuple(t.to(device) for t in batch) for batch in gpt_py.trainer_batches(cfg, SEED, args.micro, total)]
     if args.worker == "torch":
         model.to(device)
         opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, fused=True)
