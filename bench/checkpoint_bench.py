@@ -4,10 +4,11 @@ side by side in one run by bench/checkpoint_io (see its header), and consolidati
 DeepSpeed's zero_to_fp32.py (peak RSS and time), interleaved over rounds. Prints markdown
 tables; a ratio is the median over rounds of that round's ratio.
 
-    python3 bench/checkpoint_bench.py [--build build] [--rounds 3] [--layers 8] [--width 4096] [--write]
+    python3 bench/checkpoint_bench.py [--build build] [--rounds 3] [--layers 8] [--width 4096] [--skip io,...] [--write]
 
 --write replaces the tables in docs/benchmarks.md (between the checkpoint_io and
-checkpoint_consolidate markers). The consolidation part needs DeepSpeed: it uses
+checkpoint_consolidate markers, and checkpoint_import's: `zerotrain checkpoint import-deepspeed`
+against zero_to_fp32.py on DeepSpeed's checkpoint). The consolidation and import parts need DeepSpeed: it uses
 $ZEROTRAIN_HOME/bench-venv (created on first use by bench/stage3_vs_peers.py's helper).
 """
 import argparse
@@ -70,23 +71,86 @@ def measured(cmd, env=None):
     return float(seconds), int(rss)
 
 
+def ensure_zero_to_fp32_deps(ds_python):
+    # zero_to_fp32.py writes through safetensors and shards with huggingface_hub.
+    if subprocess.run([ds_python, "-c", "import safetensors, huggingface_hub"], capture_output=True).returncode != 0:
+        subprocess.run([ds_python, "-m", "pip", "install", "-q", f"safetensors=={SAFETENSORS_VERSION}",
+                        f"huggingface_hub=={HUGGINGFACE_HUB_VERSION}"], check=True)
+
+
+def ds_checkpoint(args, work, ds_python, ds_env):
+    """DeepSpeed's checkpoint of the MLP (bench/ds_checkpoint.py), made once per run."""
+    ds_ckpt = os.path.join(work, "ds_ckpt")
+    if not os.path.isdir(ds_ckpt):
+        subprocess.run([ds_python, os.path.join(ROOT, "bench", "ds_checkpoint.py"), "--save_to", ds_ckpt, "--stage",
+                        str(args.consolidate_stage), "--layers", str(args.layers), "--width", str(args.width)],
+                       check=True, capture_output=True, env=ds_env)
+    return ds_ckpt
+
+
+def import_rounds(args, work):
+    """zerotrain checkpoint import-deepspeed (weights and Adam's states, into zerotrain's format)
+    against DeepSpeed's zero_to_fp32.py (weights only) on the same DeepSpeed checkpoint."""
+    from stage3_vs_peers import BENCH_VENV, ensure_bench_venv
+    ensure_bench_venv()
+    ds_python = os.path.join(BENCH_VENV, "bin", "python")
+    ensure_zero_to_fp32_deps(ds_python)
+    ds_env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
+    ds_ckpt = ds_checkpoint(args, work, ds_python, ds_env)
+    zt = os.path.join(args.build, "tools", "zerotrain")
+    rows = []
+    for r in range(args.rounds):
+        outs = {name: os.path.join(work, f"import_{name}{r}") for name in ("zt", "ds")}
+        runs = [("zt", [zt, "checkpoint", "import-deepspeed", ds_ckpt, outs["zt"]], None),
+                ("ds", [ds_python, os.path.join(ds_ckpt, "zero_to_fp32.py"), ds_ckpt, outs["ds"],
+                        "--safe_serialization"], ds_env)]
+        if r % 2:
+            runs.reverse()
+        row = {}
+        for name, cmd, env in runs:
+            row[name] = measured(cmd, env) + (du_bytes(outs[name]),)
+        rows.append(row)
+        for d in outs.values():
+            subprocess.run(["rm", "-rf", d], check=True)
+    return rows
+
+
+def du_bytes(path):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+def import_table(args, rows, ds_version):
+    med = statistics.median
+    mib, gb = 1 << 20, 1e9
+    params = args.layers * (args.width * args.width + args.width)
+    ratio = lambda i: [r["zt"][i] / r["ds"][i] for r in rows]
+    return "\n".join([
+        f"DeepSpeed {ds_version}'s checkpoint of an MLP of {args.layers} x Linear({args.width}, {args.width}) "
+        f"({params / 1e6:.0f}M parameters), torch.optim.AdamW given to deepspeed.initialize, ZeRO stage "
+        f"{args.consolidate_stage}, 1 rank, one step; {args.rounds} interleaved rounds; {cpu_line()}", "",
+        "| | writes | peak RSS (median) | time (median) | RSS / DeepSpeed's (median; per round) | time / DeepSpeed's |",
+        "|---|---|---:|---:|---:|---:|",
+        f"| `zerotrain checkpoint import-deepspeed` | zerotrain's checkpoint: fp32 masters and Adam's states, "
+        f"{med([r['zt'][2] for r in rows]) / gb:.2f} GB | {med([r['zt'][1] for r in rows]) / mib:.0f} MiB | "
+        f"{med([r['zt'][0] for r in rows]):.1f} s | {med(ratio(1)):.3f} ({', '.join(f'{x:.3f}' for x in ratio(1))}) | "
+        f"{med(ratio(0)):.2f} ({', '.join(f'{x:.2f}' for x in ratio(0))}) |",
+        f"| DeepSpeed `zero_to_fp32.py --safe_serialization` | the fp32 weights, {med([r['ds'][2] for r in rows]) / gb:.2f} GB | "
+        f"{med([r['ds'][1] for r in rows]) / mib:.0f} MiB | {med([r['ds'][0] for r in rows]):.1f} s | 1 | 1 |"])
+
+
 def consolidate_rounds(args, work):
     """zerotrain zero-to-fp32 and DeepSpeed's zero_to_fp32.py on checkpoints of the same model."""
     from stage3_vs_peers import BENCH_VENV, ensure_bench_venv
     ensure_bench_venv()
     ds_python = os.path.join(BENCH_VENV, "bin", "python")
-    # zero_to_fp32.py --safe_serialization writes through safetensors and shards with huggingface_hub.
-    if subprocess.run([ds_python, "-c", "import safetensors, huggingface_hub"], capture_output=True).returncode != 0:
-        subprocess.run([ds_python, "-m", "pip", "install", "-q", f"safetensors=={SAFETENSORS_VERSION}",
-                        f"huggingface_hub=={HUGGINGFACE_HUB_VERSION}"], check=True)
+    ensure_zero_to_fp32_deps(ds_python)
     ds_env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
-    zt_ckpt, ds_ckpt = os.path.join(work, "zt_ckpt"), os.path.join(work, "ds_ckpt")
+    zt_ckpt = os.path.join(work, "zt_ckpt")
     model = ["--layers", str(args.layers), "--width", str(args.width)]
     subprocess.run([os.path.join(args.build, "bench", "checkpoint_io"), "--save_to", zt_ckpt, "--world", "1",
                     "--stage", str(args.consolidate_stage)] + model, check=True, capture_output=True,
                    env=dict(os.environ, ZEROTRAIN_LOG_LEVEL="warning"))
-    subprocess.run([ds_python, os.path.join(ROOT, "bench", "ds_checkpoint.py"), "--save_to", ds_ckpt, "--stage",
-                    str(args.consolidate_stage)] + model, check=True, capture_output=True, env=ds_env)
+    ds_ckpt = ds_checkpoint(args, work, ds_python, ds_env)
     zt = os.path.join(args.build, "tools", "zerotrain")
     light = os.path.join(args.build, "tools", "zerotrain-checkpoint")
     rows = []
@@ -136,22 +200,26 @@ def main():
     ap.add_argument("--width", type=int, default=4096)
     ap.add_argument("--setups", default="1:0,2:1", help="ranks:stage pairs, comma-separated")
     ap.add_argument("--consolidate_stage", type=int, default=2)
-    ap.add_argument("--skip", default="", help="io or consolidate: leave that part out")
+    ap.add_argument("--skip", default="", help="comma-separated parts to leave out: io, consolidate, import")
     ap.add_argument("--write", action="store_true", help="replace the tables in docs/benchmarks.md")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as work:
         tables = {}
-        if args.skip != "io":
+        skip = set(args.skip.split(","))
+        if "io" not in skip:
             results = []
             for setup in args.setups.split(","):
                 world, stage = (int(x) for x in setup.split(":"))
                 results.append((world, stage, io_rounds(args, work, world, stage)))
             tables["checkpoint_io"] = io_table(args, results)
             print(tables["checkpoint_io"] + "\n")
-        if args.skip != "consolidate":
-            from stage3_vs_peers import DEEPSPEED_VERSION
+        from stage3_vs_peers import DEEPSPEED_VERSION
+        if "consolidate" not in skip:
             tables["checkpoint_consolidate"] = consolidate_table(args, consolidate_rounds(args, work), DEEPSPEED_VERSION)
             print(tables["checkpoint_consolidate"])
+        if "import" not in skip:
+            tables["checkpoint_import"] = import_table(args, import_rounds(args, work), DEEPSPEED_VERSION)
+            print(tables["checkpoint_import"])
     if args.write:
         for name, table in tables.items():
             replace_between_markers(os.path.join(ROOT, "docs", "benchmarks.md"), name, table)

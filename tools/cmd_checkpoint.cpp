@@ -308,7 +308,7 @@ Command add_checkpoint_command(CLI::App& app) {
       ->required();
   cmd->add_option("--tag", opt->tag, "The tag to inspect (default: the one `latest` names)");
   cmd->add_flag("--json", opt->json, "Print one JSON object");
-  return {sub, [opt] { return run_inspect(*opt); }};
+  return {cmd, [opt] { return run_inspect(*opt); }};
 }
 
 }  // namespace zerotrain::tools

@@ -30,6 +30,8 @@ Command add_estimate_command(CLI::App& app);
 Command add_advise_command(CLI::App& app);
 Command add_zero_to_fp32_command(CLI::App& app);
 Command add_checkpoint_command(CLI::App& app);
+// `checkpoint import-deepspeed`, under the `checkpoint` command add_checkpoint_command made.
+Command add_import_deepspeed_command(CLI::App& app);
 Command add_io_bench_command(CLI::App& app);
 
 // One line: "zerotrain 0.1.0 (LibTorch 2.15.0, GNU 12.2.0, RelWithDebInfo)".

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
                                        zt::add_launch_command(app), zt::add_train_command(app),
                                        zt::add_estimate_command(app), zt::add_advise_command(app),
                                        zt::add_zero_to_fp32_command(app), zt::add_checkpoint_command(app),
+                                       zt::add_import_deepspeed_command(app),
                                        zt::add_io_bench_command(app)};
   try {
     // The launched program's own arguments never go through CLI11.
