@@ -98,17 +98,24 @@ def import_rounds(args, work):
     ds_env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
     ds_ckpt = ds_checkpoint(args, work, ds_python, ds_env)
     zt = os.path.join(args.build, "tools", "zerotrain")
+    return interleaved(args, work, "import_", lambda outs: [
+        ("zt", [zt, "checkpoint", "import-deepspeed", ds_ckpt, outs["zt"]], None),
+        ("ds", [ds_python, os.path.join(ds_ckpt, "zero_to_fp32.py"), ds_ckpt, outs["ds"], "--safe_serialization"],
+         ds_env)], with_bytes=True)
+
+
+def interleaved(args, work, prefix, make_runs, with_bytes=False):
+    """args.rounds rounds of make_runs(outs) (name, command, env), the order reversed every
+    other round; each row maps a name to (seconds, peak RSS[, bytes written to its out dir])."""
     rows = []
     for r in range(args.rounds):
-        outs = {name: os.path.join(work, f"import_{name}{r}") for name in ("zt", "ds")}
-        runs = [("zt", [zt, "checkpoint", "import-deepspeed", ds_ckpt, outs["zt"]], None),
-                ("ds", [ds_python, os.path.join(ds_ckpt, "zero_to_fp32.py"), ds_ckpt, outs["ds"],
-                        "--safe_serialization"], ds_env)]
+        outs = {name: os.path.join(work, f"{prefix}{name}{r}") for name in ("zt", "light", "ds")}
+        runs = make_runs(outs)
         if r % 2:
             runs.reverse()
         row = {}
         for name, cmd, env in runs:
-            row[name] = measured(cmd, env) + (du_bytes(outs[name]),)
+            row[name] = measured(cmd, env) + ((du_bytes(outs[name]),) if with_bytes else ())
         rows.append(row)
         for d in outs.values():
             subprocess.run(["rm", "-rf", d], check=True)
@@ -153,22 +160,11 @@ def consolidate_rounds(args, work):
     ds_ckpt = ds_checkpoint(args, work, ds_python, ds_env)
     zt = os.path.join(args.build, "tools", "zerotrain")
     light = os.path.join(args.build, "tools", "zerotrain-checkpoint")
-    rows = []
-    for r in range(args.rounds):
-        outs = {name: os.path.join(work, f"{name}_out{r}") for name in ("zt", "light", "ds")}
-        runs = [("zt", [zt, "zero-to-fp32", zt_ckpt, outs["zt"]], None),
-                ("light", [light, "zero-to-fp32", zt_ckpt, outs["light"]], None),
-                ("ds", [ds_python, os.path.join(ds_ckpt, "zero_to_fp32.py"), ds_ckpt, outs["ds"],
-                        "--safe_serialization"], ds_env)]
-        if r % 2:
-            runs.reverse()
-        row = {}
-        for name, cmd, env in runs:
-            row[name] = measured(cmd, env)
-        rows.append(row)
-        for d in outs.values():
-            subprocess.run(["rm", "-rf", d], check=True)
-    return rows
+    return interleaved(args, work, "consolidated_", lambda outs: [
+        ("zt", [zt, "zero-to-fp32", zt_ckpt, outs["zt"]], None),
+        ("light", [light, "zero-to-fp32", zt_ckpt, outs["light"]], None),
+        ("ds", [ds_python, os.path.join(ds_ckpt, "zero_to_fp32.py"), ds_ckpt, outs["ds"], "--safe_serialization"],
+         ds_env)])
 
 
 def consolidate_table(args, rows, ds_version):

@@ -24,7 +24,9 @@ int run_import(const ImportOptions& opt) {
   const auto start = std::chrono::steady_clock::now();
   checkpoint::DeepSpeedImportOptions options;
   options.tag = opt.tag;
-  options.note = [](const std::string& line) { std::cerr << "zerotrain checkpoint import-deepspeed: note: " << line << "\n"; };
+  options.note = [](const std::string& line) {
+    std::cerr << "zerotrain checkpoint import-deepspeed: note: " << line << "\n";
+  };
   const auto result = checkpoint::import_deepspeed(opt.ds_dir, opt.out_dir, options);
   const auto& m = result.manifest;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -32,8 +34,8 @@ int run_import(const ImportOptions& opt) {
             << m.world_size << ", " << m.model_dtype << ", " << m.params.size() << " parameters"
             << (m.optimizer_states.empty() ? " (no optimizer states)" : " with Adam's states") << ", step "
             << m.counters.global_steps << "; " << checkpoint::format_bytes(result.bytes_written) << " in " << std::fixed
-            << std::setprecision(2) << seconds
-            << " s\nresume with: zerotrain train ... --resume_from_checkpoint " << opt.out_dir << "\n";
+            << std::setprecision(2) << seconds << " s\nresume with: zerotrain train ... --resume_from_checkpoint "
+            << opt.out_dir << "\n";
   return 0;
 }
 

@@ -21,7 +21,7 @@ std::optional<int> cgroup_quota_cpus() {
   std::ifstream groups("/proc/self/cgroup");
   std::string line, path;
   while (std::getline(groups, line)) {
-    if (line.rfind("0::", 0) == 0) path = line.substr(3);   // the v2 hierarchy's entry
+    if (line.rfind("0::", 0) == 0) path = line.substr(3);  // the v2 hierarchy's entry
   }
   if (path.empty()) return std::nullopt;
   std::ifstream file("/sys/fs/cgroup" + path + "/cpu.max");
@@ -31,7 +31,7 @@ std::optional<int> cgroup_quota_cpus() {
   try {
     return std::max(1, static_cast<int>(std::ceil(std::stod(quota) / period_us)));
   } catch (const std::exception&) {
-    return std::nullopt;   // a file this does not understand limits nothing
+    return std::nullopt;  // a file this does not understand limits nothing
   }
 }
 

@@ -45,7 +45,7 @@ struct Param {
   std::vector<int64_t> shape;
   int group = 0;
   std::vector<Piece> pieces;
-  int64_t covered = 0;   // elements the pieces cover so far
+  int64_t covered = 0;  // elements the pieces cover so far
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
@@ -62,29 +62,26 @@ struct Whole {
 struct Reading {
   fs::path dir;
   std::string tag;
-  std::map<int, std::unique_ptr<TorchFile>> model_files;   // by data-parallel rank (stage 3), else rank 0
-  std::map<int, std::unique_ptr<TorchFile>> optim_files;   // by data-parallel rank
+  std::map<int, std::unique_ptr<TorchFile>> model_files;  // by data-parallel rank (stage 3), else rank 0
+  std::map<int, std::unique_ptr<TorchFile>> optim_files;  // by data-parallel rank
   Json ds_config = Json::object();
   int world = 1;
-  int saved_world = 1;   // dp_world_size: the ranks that saved it
+  int saved_world = 1;  // dp_world_size: the ranks that saved it
   int stage = 0;
   std::string dtype = "fp32";
   std::vector<Param> params;
   std::map<std::string, size_t> param_index;
   std::vector<Whole> buffers;
-  std::vector<Whole> frozen;   // parameters the optimizer does not step, whole
+  std::vector<Whole> frozen;  // parameters the optimizer does not step, whole
   std::vector<GroupRecord> groups;
   Counters counters;
   Json lr_scheduler;
   Json loss_scaler;
   Json optimizer;
-  bool states = false;   // Adam's states are there (an optimizer that has stepped)
+  bool states = false;  // Adam's states are there (an optimizer that has stepped)
   std::function<void(const std::string&)> note;
 
   const TorchFile& model0() const { return *model_files.begin()->second; }
-  std::string where(const TorchFile& f, std::string_view field) const {
-    return f.path().filename().string() + ": " + std::string(field);
-  }
   Param& add_param(std::string name, std::vector<int64_t> shape, int group) {
     ZT_CHECK(!param_index.count(name), CheckpointError, dir.string(), ": parameter ", name, " is listed twice");
     param_index[name] = params.size();
@@ -99,13 +96,27 @@ struct Reading {
   }
 };
 
+// A field of a DeepSpeed pickle; an error names the file and the key.
+std::string where(const TorchFile& f, std::string_view key) {
+  return f.path().filename().string() + ": " + std::string(key);
+}
+const Value& field(const TorchFile& f, const Value& v, std::string_view key) { return v.at(key, where(f, key)); }
+const std::vector<pickle::ValuePtr>& list_field(const TorchFile& f, const Value& v, std::string_view key) {
+  return field(f, v, key).as_items(where(f, key));
+}
+
 Json to_json(const Value& v) {
   switch (v.kind) {
-    case Kind::kNone: return nullptr;
-    case Kind::kBool: return v.boolean;
-    case Kind::kInt: return v.integer;
-    case Kind::kFloat: return v.number;
-    case Kind::kString: return v.text;
+    case Kind::kNone:
+      return nullptr;
+    case Kind::kBool:
+      return v.boolean;
+    case Kind::kInt:
+      return v.integer;
+    case Kind::kFloat:
+      return v.number;
+    case Kind::kString:
+      return v.text;
     case Kind::kList:
     case Kind::kTuple: {
       Json out = Json::array();
@@ -115,12 +126,14 @@ Json to_json(const Value& v) {
     case Kind::kDict: {
       Json out = Json::object();
       for (const auto& [k, x] : v.entries) {
-        out[k->kind == Kind::kString ? k->text : k->kind == Kind::kInt ? std::to_string(k->integer) : k->describe()] =
-            to_json(*x);
+        out[k->kind == Kind::kString ? k->text
+            : k->kind == Kind::kInt  ? std::to_string(k->integer)
+                                     : k->describe()] = to_json(*x);
       }
       return out;
     }
-    default: return v.describe();
+    default:
+      return v.describe();
   }
 }
 
@@ -158,19 +171,20 @@ void find_files(Reading& r, const fs::path& ds_dir, const std::string& tag) {
              ": names no tag ('", r.tag, "'); give one with --tag");
     r.dir = ds_dir / r.tag;
   } else {
-    r.dir = ds_dir;   // a tag directory itself
+    r.dir = ds_dir;  // a tag directory itself
     r.tag = fs::absolute(ds_dir).lexically_normal().filename().string();
     if (r.tag.empty()) r.tag = fs::absolute(ds_dir).lexically_normal().parent_path().filename().string();
   }
-  ZT_CHECK(fs::is_directory(r.dir), CheckpointError, r.dir.string(), ": no such tag directory (the tags here: ",
-           [&] {
-             std::string names;
-             for (const auto& e : fs::directory_iterator(ds_dir)) {
-               if (e.is_directory()) names += (names.empty() ? "" : ", ") + e.path().filename().string();
-             }
-             return names.empty() ? std::string("none") : names;
-           }(),
-           ")");
+  ZT_CHECK(
+      fs::is_directory(r.dir), CheckpointError, r.dir.string(), ": no such tag directory (the tags here: ",
+      [&] {
+        std::string names;
+        for (const auto& e : fs::directory_iterator(ds_dir)) {
+          if (e.is_directory()) names += (names.empty() ? "" : ", ") + e.path().filename().string();
+        }
+        return names.empty() ? std::string("none") : names;
+      }(),
+      ")");
   static const std::regex kModel(R"(mp_rank_(\d+)_model_states\.pt)");
   static const std::regex kModel3(R"(zero_pp_rank_(\d+)_mp_rank_(\d+)_model_states\.pt)");
   static const std::regex kOptim(R"((bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt)");
@@ -206,7 +220,8 @@ void read_common(Reading& r) {
   if (const Value* c = root.find("ds_config")) r.ds_config = to_json(*c);
   if (!r.ds_config.is_object()) r.ds_config = Json::object();
   const Json zero = r.ds_config.value("zero_optimization", Json::object());
-  r.stage = zero.is_object() && zero.contains("stage") && zero["stage"].is_number_integer() ? zero["stage"].get<int>() : 0;
+  r.stage =
+      zero.is_object() && zero.contains("stage") && zero["stage"].is_number_integer() ? zero["stage"].get<int>() : 0;
   auto enabled = [&](const char* key) {
     const Json block = r.ds_config.value(key, Json::object());
     return block.is_object() && block.value("enabled", false) == true;
@@ -214,30 +229,33 @@ void read_common(Reading& r) {
   r.dtype = enabled("fp16") ? "fp16" : (enabled("bf16") || enabled("bfloat16")) ? "bf16" : "fp32";
   auto count = [&](const char* key, int64_t fallback) {
     const Value* v = root.find(key);
-    return v && !v->is_none() ? v->as_int(r.where(f, key)) : fallback;
+    return v && !v->is_none() ? v->as_int(where(f, key)) : fallback;
   };
   r.saved_world = static_cast<int>(count("dp_world_size", 1));
   r.counters.global_steps = count("global_steps", 0);
   r.counters.global_samples = count("global_samples", 0);
   r.counters.skipped_steps = count("skipped_steps", 0);
-  r.counters.micro_steps = r.counters.global_steps * r.ds_config.value("gradient_accumulation_steps", Json(1)).get<int64_t>();
+  r.counters.micro_steps =
+      r.counters.global_steps * r.ds_config.value("gradient_accumulation_steps", Json(1)).get<int64_t>();
   const Value* sched = root.find("lr_scheduler");
   const Json sched_config = r.ds_config.value("scheduler", Json());
   if (sched && sched->is(Kind::kDict) && sched_config.is_object() && sched_config.contains("type")) {
     r.lr_scheduler = {{"type", sched_config["type"]},
-                      {"last_batch_iteration", sched->at("last_batch_iteration", r.where(f, "lr_scheduler"))
-                                                   .as_int(r.where(f, "lr_scheduler.last_batch_iteration"))}};
+                      {"last_batch_iteration",
+                       field(f, *sched, "last_batch_iteration").as_int(where(f, "lr_scheduler.last_batch_iteration"))}};
   } else if (sched && !sched->is_none()) {
-    r.note("the learning-rate schedule's state is not imported: its scheduler is not in the checkpoint's ds_config "
-           "(a client scheduler); the resumed run's schedule starts where its own arguments say");
+    r.note(
+        "the learning-rate schedule's state is not imported: its scheduler is not in the checkpoint's ds_config "
+        "(a client scheduler); the resumed run's schedule starts where its own arguments say");
   }
   const Value* names = root.find("buffer_names");
-  const Value& module = root.at("module", r.where(f, "the model states"));
+  const Value& module = field(f, root, "module");
   if (names && !names->is_none()) {
-    for (const auto& n : names->as_items(r.where(f, "buffer_names"))) {
-      const std::string& name = n->as_string(r.where(f, "buffer_names"));
+    for (const auto& n : names->as_items(where(f, "buffer_names"))) {
+      const std::string& name = n->as_string(where(f, "buffer_names"));
       const Value* t = module.find(name);
-      ZT_CHECK(t && t->is(Kind::kTensor), CheckpointError, r.where(f, "module"), ": buffer ", name, " is not a tensor in it");
+      ZT_CHECK(t && t->is(Kind::kTensor), CheckpointError, where(f, "module"), ": buffer ", name,
+               " is not a tensor in it");
       r.buffers.push_back({name, &f, t->tensor});
     }
   }
@@ -245,22 +263,25 @@ void read_common(Reading& r) {
 
 // A group's learning rate, weight decay and steps, from the inner optimizer's param group
 // and the state of its first parameter.
-GroupRecord group_record(const Reading& r, const TorchFile& f, const Value& param_group, const Value* state, size_t index) {
+GroupRecord group_record(const Reading& r, const TorchFile& f, const Value& param_group, const Value* state,
+                         size_t index) {
   GroupRecord g;
   g.name = "group" + std::to_string(index);
-  g.lr = param_group.at("lr", r.where(f, "param_groups")).as_number(r.where(f, "param_groups.lr"));
-  if (const Value* wd = param_group.find("weight_decay")) g.weight_decay = wd->as_number(r.where(f, "param_groups.weight_decay"));
-  if (state && state->find("step")) g.optimizer_steps = step_of(f, *state->find("step"), r.where(f, "state.step"));
+  g.lr = field(f, param_group, "lr").as_number(where(f, "param_groups.lr"));
+  if (const Value* wd = param_group.find("weight_decay"))
+    g.weight_decay = wd->as_number(where(f, "param_groups.weight_decay"));
+  if (state && state->find("step")) g.optimizer_steps = step_of(f, *state->find("step"), where(f, "state.step"));
   if (const Value* ams = param_group.find("amsgrad")) {
-    ZT_CHECK(ams->as_int(r.where(f, "amsgrad")) == 0, CheckpointError, r.where(f, "param_groups"),
+    ZT_CHECK(ams->as_int(where(f, "amsgrad")) == 0, CheckpointError, where(f, "param_groups"),
              ": AMSGrad's states are not imported (zerotrain's Adam has none)");
   }
   return g;
 }
 
-std::optional<Source> state_source(const Reading& r, const TorchFile& f, const Value* state, const char* key, int64_t first) {
+std::optional<Source> state_source(const Reading& r, const TorchFile& f, const Value* state, const char* key,
+                                   int64_t first) {
   if (!state || !state->find(key)) return std::nullopt;
-  return Source{&f, state->find(key)->as_tensor(r.where(f, std::string("state.") + key)), first};
+  return Source{&f, state->find(key)->as_tensor(where(f, std::string("state.") + key)), first};
 }
 
 void note_states(Reading& r, bool have) {
@@ -271,22 +292,28 @@ void note_states(Reading& r, bool have) {
 
 // The optimizer files of a partitioned checkpoint: one per rank that saved it, ranks 0..N-1.
 void check_optim_files(const Reading& r) {
-  ZT_CHECK(static_cast<int>(r.optim_files.size()) == r.saved_world && r.optim_files.rbegin()->first == r.saved_world - 1,
-           CheckpointError, r.dir.string(), ": DeepSpeed saved it from ", r.saved_world, " ranks (dp_world_size), but the "
-           "tag has ", r.optim_files.size(), " *_optim_states.pt files (a rank's file missing, or an overwritten or "
-           "incomplete checkpoint?)");
+  ZT_CHECK(
+      static_cast<int>(r.optim_files.size()) == r.saved_world && r.optim_files.rbegin()->first == r.saved_world - 1,
+      CheckpointError, r.dir.string(), ": DeepSpeed saved it from ", r.saved_world,
+      " ranks (dp_world_size), but the "
+      "tag has ",
+      r.optim_files.size(),
+      " *_optim_states.pt files (a rank's file missing, or an overwritten or "
+      "incomplete checkpoint?)");
 }
 
 // --- ZeRO stages 1 and 2, and bf16 without ZeRO (BF16_Optimizer): flat partitions ----------
 
 void read_partitioned(Reading& r) {
   const TorchFile& m = r.model0();
-  const Value& shapes = m.root().at("param_shapes", r.where(m, "the model states"));
-  const auto& groups = shapes.as_items(r.where(m, "param_shapes"));
+  const Value& shapes = field(m, m.root(), "param_shapes");
+  const auto& groups = shapes.as_items(where(m, "param_shapes"));
   for (size_t g = 0; g < groups.size(); ++g) {
-    ZT_CHECK(groups[g]->is(Kind::kDict), CheckpointError, r.where(m, "param_shapes"), ": group ", g, " is ", groups[g]->describe());
+    ZT_CHECK(groups[g]->is(Kind::kDict), CheckpointError, where(m, "param_shapes"), ": group ", g, " is ",
+             groups[g]->describe());
     for (const auto& [name, shape] : groups[g]->entries) {
-      r.add_param(name->as_string(r.where(m, "param_shapes")), shape_of(*shape, r.where(m, "param_shapes")), static_cast<int>(g));
+      r.add_param(name->as_string(where(m, "param_shapes")), shape_of(*shape, where(m, "param_shapes")),
+                  static_cast<int>(g));
     }
   }
   check_optim_files(r);
@@ -294,18 +321,19 @@ void read_partitioned(Reading& r) {
   bool have_states = true;
   for (const auto& [rank, file] : r.optim_files) {
     const TorchFile& f = *file;
-    const Value& osd = f.root().at("optimizer_state_dict", r.where(f, "the optimizer states"));
-    const auto& fp32 = osd.at("single_partition_of_fp32_groups", r.where(f, "optimizer_state_dict")).as_items(r.where(f, "single_partition_of_fp32_groups"));
-    const Value& base = osd.at("base_optimizer_state", r.where(f, "optimizer_state_dict"));
-    const Value& state = base.at("state", r.where(f, "base_optimizer_state"));
-    const auto& pgroups = base.at("param_groups", r.where(f, "base_optimizer_state")).as_items(r.where(f, "param_groups"));
-    const auto& mappings = osd.at("param_slice_mappings", r.where(f, "optimizer_state_dict")).as_items(r.where(f, "param_slice_mappings"));
+    const Value& osd = field(f, f.root(), "optimizer_state_dict");
+    const auto& fp32 = list_field(f, osd, "single_partition_of_fp32_groups");
+    const Value& base = field(f, osd, "base_optimizer_state");
+    const Value& state = field(f, base, "state");
+    const auto& pgroups = list_field(f, base, "param_groups");
+    const auto& mappings = list_field(f, osd, "param_slice_mappings");
     ZT_CHECK(fp32.size() == groups.size() && mappings.size() == groups.size() && pgroups.size() == groups.size(),
-             CheckpointError, r.where(f, "optimizer_state_dict"), ": ", fp32.size(), " fp32 partitions, ", mappings.size(),
-             " slice mappings and ", pgroups.size(), " parameter groups for the model's ", groups.size(), " groups");
+             CheckpointError, where(f, "optimizer_state_dict"), ": ", fp32.size(), " fp32 partitions, ",
+             mappings.size(), " slice mappings and ", pgroups.size(), " parameter groups for the model's ",
+             groups.size(), " groups");
     if (const Value* count = osd.find("partition_count")) {
-      for (const auto& c : count->as_items(r.where(f, "partition_count"))) {
-        ZT_CHECK(c->as_int(r.where(f, "partition_count")) == r.world, CheckpointError, r.where(f, "partition_count"),
+      for (const auto& c : count->as_items(where(f, "partition_count"))) {
+        ZT_CHECK(c->as_int(where(f, "partition_count")) == r.world, CheckpointError, where(f, "partition_count"),
                  ": partitioned over ", c->as_int("partition_count"), " ranks, but the tag has ", r.world,
                  " optimizer files (an overwritten or incomplete checkpoint?)");
       }
@@ -314,18 +342,22 @@ void read_partitioned(Reading& r) {
       const Value* st = state.find(static_cast<int64_t>(g));
       have_states = have_states && st && st->find("exp_avg") && st->find("exp_avg_sq");
       if (rank == 0) r.groups.push_back(group_record(r, f, *pgroups[g], st, g));
-      const TensorRef& part = fp32[g]->as_tensor(r.where(f, "single_partition_of_fp32_groups"));
+      const TensorRef& part = fp32[g]->as_tensor(where(f, "single_partition_of_fp32_groups"));
       for (const auto& [key, address] : mappings[g]->entries) {
-        const std::string name = key->as_string(r.where(f, "param_slice_mappings"));
-        const int64_t numel = address->at("numel", r.where(f, "param_slice_mappings")).as_int(r.where(f, "fragment_address.numel"));
-        const int64_t start = address->at("start", r.where(f, "param_slice_mappings")).as_int(r.where(f, "fragment_address.start"));
+        const std::string name = key->as_string(where(f, "param_slice_mappings"));
+        const int64_t numel = field(f, *address, "numel").as_int(where(f, "fragment_address.numel"));
+        const int64_t start = field(f, *address, "start").as_int(where(f, "fragment_address.start"));
         if (numel == 0) continue;
-        Param& p = r.param(name, r.where(f, "param_slice_mappings"));
+        Param& p = r.param(name, where(f, "param_slice_mappings"));
         ZT_CHECK(start >= 0 && start + numel <= part.numel() && p.covered + numel <= p.numel(), CheckpointError,
-                 r.where(f, "param_slice_mappings"), ": ", name, "'s slice [", start, ", ", start + numel,
+                 where(f, "param_slice_mappings"), ": ", name, "'s slice [", start, ", ", start + numel,
                  ") does not fit its partition of ", part.numel(), " elements or its ", p.numel(), " elements");
-        p.pieces.push_back({rank, p.covered, p.covered + numel, {&f, part, start},
-                            state_source(r, f, st, "exp_avg", start), state_source(r, f, st, "exp_avg_sq", start)});
+        p.pieces.push_back({rank,
+                            p.covered,
+                            p.covered + numel,
+                            {&f, part, start},
+                            state_source(r, f, st, "exp_avg", start),
+                            state_source(r, f, st, "exp_avg_sq", start)});
         p.covered += numel;
       }
     }
@@ -337,41 +369,42 @@ void read_partitioned(Reading& r) {
 
 void read_stage3(Reading& r) {
   const TorchFile& m = r.model0();
-  const auto& subgroups = m.root().at("param_shapes", r.where(m, "the model states")).as_items(r.where(m, "param_shapes"));
+  const auto& subgroups = list_field(m, m.root(), "param_shapes");
   check_optim_files(r);
   r.world = r.saved_world;
-  std::vector<std::vector<size_t>> members(subgroups.size());   // the params of each sub-group, in flat order
+  std::vector<std::vector<size_t>> members(subgroups.size());  // the params of each sub-group, in flat order
   for (size_t k = 0; k < subgroups.size(); ++k) {
     for (const auto& [name, shape] : subgroups[k]->entries) {
       members[k].push_back(r.params.size());
-      r.add_param(name->as_string(r.where(m, "param_shapes")), shape_of(*shape, r.where(m, "param_shapes")), 0);
+      r.add_param(name->as_string(where(m, "param_shapes")), shape_of(*shape, where(m, "param_shapes")), 0);
     }
   }
   bool have_states = true;
   for (const auto& [rank, file] : r.optim_files) {
     const TorchFile& f = *file;
-    const Value& osd = f.root().at("optimizer_state_dict", r.where(f, "the optimizer states"));
-    const auto& flats = osd.at("fp32_flat_groups", r.where(f, "optimizer_state_dict")).as_items(r.where(f, "fp32_flat_groups"));
-    const Value& inner = osd.at("optimizer_state_dict", r.where(f, "optimizer_state_dict"));
-    const Value& state = inner.at("state", r.where(f, "optimizer_state_dict.optimizer_state_dict"));
-    const auto& pgroups = inner.at("param_groups", r.where(f, "optimizer_state_dict")).as_items(r.where(f, "param_groups"));
-    ZT_CHECK(flats.size() == subgroups.size(), CheckpointError, r.where(f, "fp32_flat_groups"), ": ", flats.size(),
+    const Value& osd = field(f, f.root(), "optimizer_state_dict");
+    const auto& flats = list_field(f, osd, "fp32_flat_groups");
+    const Value& inner = field(f, osd, "optimizer_state_dict");
+    const Value& state = field(f, inner, "state");
+    const auto& pgroups = list_field(f, inner, "param_groups");
+    ZT_CHECK(flats.size() == subgroups.size(), CheckpointError, where(f, "fp32_flat_groups"), ": ", flats.size(),
              " flat groups for the model's ", subgroups.size(), " sub-groups");
     // The parameter group of each sub-group: the one whose 'params' lists its index.
     std::vector<int> group_of(subgroups.size(), 0);
     for (size_t g = 0; g < pgroups.size(); ++g) {
-      for (const auto& k : pgroups[g]->at("params", r.where(f, "param_groups")).as_items(r.where(f, "param_groups.params"))) {
-        const int64_t index = k->as_int(r.where(f, "param_groups.params"));
-        if (index >= 0 && index < static_cast<int64_t>(group_of.size())) group_of[static_cast<size_t>(index)] = static_cast<int>(g);
+      for (const auto& k : list_field(f, *pgroups[g], "params")) {
+        const int64_t index = k->as_int(where(f, "param_groups.params"));
+        if (index >= 0 && index < static_cast<int64_t>(group_of.size()))
+          group_of[static_cast<size_t>(index)] = static_cast<int>(g);
       }
       if (rank == 0) {
-        const auto& first = pgroups[g]->at("params", r.where(f, "param_groups")).as_items(r.where(f, "param_groups.params"));
+        const auto& first = list_field(f, *pgroups[g], "params");
         const Value* st = first.empty() ? nullptr : state.find(first.front()->as_int("params"));
         r.groups.push_back(group_record(r, f, *pgroups[g], st, g));
       }
     }
     for (size_t k = 0; k < subgroups.size(); ++k) {
-      const TensorRef& flat = flats[k]->as_tensor(r.where(f, "fp32_flat_groups"));
+      const TensorRef& flat = flats[k]->as_tensor(where(f, "fp32_flat_groups"));
       const Value* st = state.find(static_cast<int64_t>(k));
       have_states = have_states && st && st->find("exp_avg") && st->find("exp_avg_sq");
       int64_t offset = 0;
@@ -380,10 +413,14 @@ void read_stage3(Reading& r) {
         p.group = group_of[k];
         const int64_t per_rank = (p.numel() + r.world - 1) / r.world;
         const int64_t begin = std::min(p.numel(), rank * per_rank), end = std::min(p.numel(), begin + per_rank);
-        ZT_CHECK(offset + per_rank <= flat.numel(), CheckpointError, r.where(f, "fp32_flat_groups"), ": sub-group ", k,
+        ZT_CHECK(offset + per_rank <= flat.numel(), CheckpointError, where(f, "fp32_flat_groups"), ": sub-group ", k,
                  " holds ", flat.numel(), " elements, fewer than its parameters' partitions need (", p.name, ")");
         if (end > begin) {
-          p.pieces.push_back({rank, begin, end, {&f, flat, offset}, state_source(r, f, st, "exp_avg", offset),
+          p.pieces.push_back({rank,
+                              begin,
+                              end,
+                              {&f, flat, offset},
+                              state_source(r, f, st, "exp_avg", offset),
                               state_source(r, f, st, "exp_avg_sq", offset)});
           p.covered += end - begin;
         }
@@ -391,7 +428,7 @@ void read_stage3(Reading& r) {
       }
     }
   }
-  for (Param& p : r.params) {   // pieces in element order (the ranks came in order already)
+  for (Param& p : r.params) {  // pieces in element order (the ranks came in order already)
     std::sort(p.pieces.begin(), p.pieces.end(), [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
   }
   note_states(r, have_states);
@@ -401,29 +438,29 @@ void read_stage3(Reading& r) {
 
 void read_unpartitioned(Reading& r) {
   const TorchFile& f = r.model0();
-  const Value& module = f.root().at("module", r.where(f, "the model states"));
+  const Value& module = field(f, f.root(), "module");
   std::set<std::string> buffers;
   for (const auto& b : r.buffers) buffers.insert(b.name);
   std::vector<std::pair<std::string, TensorRef>> trainable;
   for (const auto& [key, t] : module.entries) {
-    const std::string name = key->as_string(r.where(f, "module"));
-    if (!buffers.count(name)) trainable.emplace_back(name, t->as_tensor(r.where(f, "module." + name)));
+    const std::string name = key->as_string(where(f, "module"));
+    if (!buffers.count(name)) trainable.emplace_back(name, t->as_tensor(where(f, "module." + name)));
   }
   const Value* opt = f.root().find("optimizer");
-  ZT_CHECK(opt && opt->is(Kind::kDict), CheckpointError, r.where(f, "optimizer"),
+  ZT_CHECK(opt && opt->is(Kind::kDict), CheckpointError, where(f, "optimizer"),
            ": no optimizer state in the model states (saved without one?); nothing to import the fp32 weights from");
-  const bool fp16 = opt->find("optimizer_state_dict") != nullptr;   // FP16_Optimizer wraps torch's
+  const bool fp16 = opt->find("optimizer_state_dict") != nullptr;  // FP16_Optimizer wraps torch's
   const Value& inner = fp16 ? *opt->find("optimizer_state_dict") : *opt;
-  const Value& state = inner.at("state", r.where(f, "optimizer"));
-  const auto& pgroups = inner.at("param_groups", r.where(f, "optimizer")).as_items(r.where(f, "optimizer.param_groups"));
-  const Value* groups32 = fp16 ? opt->find("fp32_groups") : nullptr;   // unfused
+  const Value& state = field(f, inner, "state");
+  const auto& pgroups = list_field(f, inner, "param_groups");
+  const Value* groups32 = fp16 ? opt->find("fp32_groups") : nullptr;  // unfused
   const Value* flats32 = fp16 ? opt->find("fp32_groups_flat") : nullptr;
-  ZT_CHECK(!fp16 || groups32 || flats32, CheckpointError, r.where(f, "optimizer"),
+  ZT_CHECK(!fp16 || groups32 || flats32, CheckpointError, where(f, "optimizer"),
            ": an fp16 optimizer without fp32_groups or fp32_groups_flat");
   size_t next = 0;
   bool have_states = true;
   auto take_param = [&](size_t g) -> Param& {
-    ZT_CHECK(next < trainable.size(), CheckpointError, r.where(f, "optimizer.param_groups"),
+    ZT_CHECK(next < trainable.size(), CheckpointError, where(f, "optimizer.param_groups"),
              ": more parameters in the optimizer than trainable tensors in the module (", trainable.size(), ")");
     const auto& [name, weights] = trainable[next++];
     Param& p = r.add_param(name, weights.shape, static_cast<int>(g));
@@ -432,15 +469,15 @@ void read_unpartitioned(Reading& r) {
     return p;
   };
   for (size_t g = 0; g < pgroups.size(); ++g) {
-    const auto& indices = pgroups[g]->at("params", r.where(f, "param_groups")).as_items(r.where(f, "param_groups.params"));
+    const auto& indices = list_field(f, *pgroups[g], "params");
     const Value* first_state = indices.empty() ? nullptr : state.find(indices.front()->as_int("params"));
     r.groups.push_back(group_record(r, f, *pgroups[g], first_state, g));
     if (flats32) {
       // Fused FP16_Optimizer: one fp32 flat per group, the group's parameters end to end,
       // and torch's state over that flat.
-      const auto& flat = flats32->as_items(r.where(f, "fp32_groups_flat"));
-      ZT_CHECK(g < flat.size(), CheckpointError, r.where(f, "fp32_groups_flat"), ": no flat for group ", g);
-      const TensorRef& master = flat[g]->as_tensor(r.where(f, "fp32_groups_flat"));
+      const auto& flat = flats32->as_items(where(f, "fp32_groups_flat"));
+      ZT_CHECK(g < flat.size(), CheckpointError, where(f, "fp32_groups_flat"), ": no flat for group ", g);
+      const TensorRef& master = flat[g]->as_tensor(where(f, "fp32_groups_flat"));
       for (int64_t offset = 0; offset < master.numel();) {
         Piece& piece = take_param(g).pieces.back();
         piece.fp32 = {&f, master, offset};
@@ -454,18 +491,18 @@ void read_unpartitioned(Reading& r) {
     for (size_t j = 0; j < indices.size(); ++j) {
       Piece& piece = take_param(g).pieces.back();
       const Value* st = state.find(indices[j]->as_int("params"));
-      if (groups32) {   // unfused FP16_Optimizer: an fp32 master per parameter
-        const auto& group = groups32->as_items(r.where(f, "fp32_groups"));
+      if (groups32) {  // unfused FP16_Optimizer: an fp32 master per parameter
+        const auto& group = groups32->as_items(where(f, "fp32_groups"));
         ZT_CHECK(g < group.size() && j < group[g]->as_items("fp32_groups").size(), CheckpointError,
-                 r.where(f, "fp32_groups"), ": fewer fp32 masters than parameters");
-        piece.fp32 = {&f, group[g]->items[j]->as_tensor(r.where(f, "fp32_groups")), 0};
+                 where(f, "fp32_groups"), ": fewer fp32 masters than parameters");
+        piece.fp32 = {&f, group[g]->items[j]->as_tensor(where(f, "fp32_groups")), 0};
       }
       piece.exp_avg = state_source(r, f, st, "exp_avg", 0);
       piece.exp_avg_sq = state_source(r, f, st, "exp_avg_sq", 0);
       have_states = have_states && piece.exp_avg && piece.exp_avg_sq;
     }
   }
-  ZT_CHECK(next == trainable.size(), CheckpointError, r.where(f, "module"), ": ", trainable.size() - next,
+  ZT_CHECK(next == trainable.size(), CheckpointError, where(f, "module"), ": ", trainable.size() - next,
            " tensors of the module are neither buffers nor in the optimizer (frozen parameters), e.g. ",
            trainable[next].first, "; frozen parameters without ZeRO are not imported");
   r.world = 1;
@@ -480,11 +517,11 @@ void read_frozen(Reading& r) {
   std::set<std::string> known;
   for (const auto& b : r.buffers) known.insert(b.name);
   for (const auto& p : r.params) known.insert(p.name);
-  for (const auto& [key, t] : f.root().at("module", r.where(f, "the model states")).entries) {
-    const std::string name = key->as_string(r.where(f, "module"));
+  for (const auto& [key, t] : field(f, f.root(), "module").entries) {
+    const std::string name = key->as_string(where(f, "module"));
     if (known.count(name)) continue;
-    const TensorRef& tensor = t->as_tensor(r.where(f, "module." + name));
-    ZT_CHECK(tensor.numel() > 0 || r.stage != 3, CheckpointError, r.where(f, "module"), ": ", name,
+    const TensorRef& tensor = t->as_tensor(where(f, "module." + name));
+    ZT_CHECK(tensor.numel() > 0 || r.stage != 3, CheckpointError, where(f, "module"), ": ", name,
              " is a frozen parameter partitioned by ZeRO stage 3, which this import does not assemble; "
              "unfreeze it or save the checkpoint at stage 0-2");
     r.frozen.push_back({name, &f, tensor});
@@ -514,9 +551,9 @@ void read_loss_scaler(Reading& r) {
   }
   auto integer = [&](const char* key, int64_t fallback) {
     const Value* v = holder->find(key);
-    return v && !v->is_none() ? static_cast<int64_t>(v->as_number(r.where(*file, key))) : fallback;
+    return v && !v->is_none() ? static_cast<int64_t>(v->as_number(where(*file, key))) : fallback;
   };
-  r.loss_scaler = {{"scale", scale->as_number(r.where(*file, "cur_scale"))},
+  r.loss_scaler = {{"scale", scale->as_number(where(*file, "cur_scale"))},
                    {"iteration", integer("cur_iter", r.counters.global_steps)},
                    {"last_overflow_iteration", integer("last_overflow_iter", -1)},
                    {"hysteresis_left", integer("cur_hysteresis", hysteresis)}};
@@ -610,15 +647,22 @@ DeepSpeedImportResult write(const Reading& r, const fs::path& out_dir) {
       }
       if (rank == 0) {
         for (size_t i = 0; i < r.buffers.size(); ++i) {
-          sources.push_back({"buffer/" + r.buffers[i].name, r.buffers[i].tensor.dtype, r.buffers[i].tensor.shape,
-                             whole_bytes[i].data(), {}});
+          sources.push_back({"buffer/" + r.buffers[i].name,
+                             r.buffers[i].tensor.dtype,
+                             r.buffers[i].tensor.shape,
+                             whole_bytes[i].data(),
+                             {}});
         }
         for (size_t i = 0; i < r.frozen.size(); ++i) {
-          sources.push_back({"frozen/" + r.frozen[i].name, r.frozen[i].tensor.dtype, r.frozen[i].tensor.shape,
-                             whole_bytes[r.buffers.size() + i].data(), {}});
+          sources.push_back({"frozen/" + r.frozen[i].name,
+                             r.frozen[i].tensor.dtype,
+                             r.frozen[i].tensor.shape,
+                             whole_bytes[r.buffers.size() + i].data(),
+                             {}});
         }
       }
-      files.push_back(prepare_safetensors(std::move(sources), {{"format", "zerotrain-rank-file"}}, TensorChecksums::kNow));
+      files.push_back(
+          prepare_safetensors(std::move(sources), {{"format", "zerotrain-rank-file"}}, TensorChecksums::kNow));
       total += files.back().bytes();
       largest = std::max(largest, files.back().bytes());
     }
@@ -656,16 +700,19 @@ DeepSpeedImportResult import_deepspeed(const fs::path& ds_dir, const fs::path& o
   r.note = options.note ? options.note : [](const std::string&) {};
   find_files(r, ds_dir, options.tag);
   read_common(r);
-  const bool flat = !r.optim_files.empty() &&
-                    r.optim_files.begin()->second->root().at("optimizer_state_dict", r.dir.string()).find(
-                        "single_partition_of_fp32_groups") != nullptr;
+  const bool flat = !r.optim_files.empty() && r.optim_files.begin()
+                                                      ->second->root()
+                                                      .at("optimizer_state_dict", r.dir.string())
+                                                      .find("single_partition_of_fp32_groups") != nullptr;
   if (r.stage == 3) {
-    ZT_CHECK(!r.optim_files.empty(), CheckpointError, r.dir.string(), ": a ZeRO stage 3 checkpoint without its *_optim_states.pt files");
+    ZT_CHECK(!r.optim_files.empty(), CheckpointError, r.dir.string(),
+             ": a ZeRO stage 3 checkpoint without its *_optim_states.pt files");
     read_stage3(r);
   } else if (flat) {
     read_partitioned(r);
   } else {
-    ZT_CHECK(r.optim_files.empty(), CheckpointError, r.dir.string(), ": optimizer files of a layout this import does not know");
+    ZT_CHECK(r.optim_files.empty(), CheckpointError, r.dir.string(),
+             ": optimizer files of a layout this import does not know");
     read_unpartitioned(r);
   }
   for (const Param& p : r.params) {
@@ -673,7 +720,7 @@ DeepSpeedImportResult import_deepspeed(const fs::path& ds_dir, const fs::path& o
              " elements but the ranks' files hold ", p.covered, " of them (a rank's file missing?)");
   }
   ZT_CHECK(!r.params.empty(), CheckpointError, r.dir.string(), ": no trainable parameters found");
-  if (r.stage > 0 || flat) read_frozen(r);   // without ZeRO, read_unpartitioned refuses them
+  if (r.stage > 0 || flat) read_frozen(r);  // without ZeRO, read_unpartitioned refuses them
   read_loss_scaler(r);
   name_optimizer(r);
   return write(r, out_dir);

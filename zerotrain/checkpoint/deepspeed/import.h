@@ -17,12 +17,12 @@
 namespace zerotrain::checkpoint {
 
 struct DeepSpeedImportOptions {
-  std::string tag;   // the DeepSpeed tag; empty: the one its `latest` names
-  std::function<void(const std::string&)> note;   // lines for the user (what was read, what was left out)
+  std::string tag;                               // the DeepSpeed tag; empty: the one its `latest` names
+  std::function<void(const std::string&)> note;  // lines for the user (what was read, what was left out)
 };
 
 struct DeepSpeedImportResult {
-  std::filesystem::path tag_dir;   // OUT/<tag>
+  std::filesystem::path tag_dir;  // OUT/<tag>
   Manifest manifest;
   int64_t bytes_written = 0;
 };

@@ -189,7 +189,12 @@ class Machine {
       case 'K': push(integer(le<uint8_t>())); break;               // BININT1
       case 'M': push(integer(le<uint16_t>())); break;              // BININT2
       case 0x8a: { const auto n = le<uint8_t>(); push(long_bytes(take(n))); break; }    // LONG1
-      case 0x8b: { const auto n = le<int32_t>(); if (n < 0) fail("a negative length"); push(long_bytes(take(static_cast<size_t>(n)))); break; }
+      case 0x8b: {                                                 // LONG4
+        const auto n = le<int32_t>();
+        if (n < 0) fail("a negative length");
+        push(long_bytes(take(static_cast<size_t>(n))));
+        break;
+      }
       case 'G': {                                                  // BINFLOAT: big-endian
         uint64_t u = 0;
         for (char c : take(8)) u = (u << 8) | static_cast<uint8_t>(c);
@@ -257,7 +262,10 @@ class Machine {
     }
     if (a[1]->kind != Kind::kGlobal) fail("a storage whose type is " + a[1]->describe());
     const auto dtype = storage_dtype(a[1]->text);
-    if (!dtype) fail("storage type " + a[1]->text + " is not one this reader knows (float, half, bfloat16, double, integers, bool)");
+    if (!dtype) {
+      fail("storage type " + a[1]->text +
+           " is not one this reader knows (float, half, bfloat16, double, integers, bool)");
+    }
     auto v = make(Kind::kStorage);
     v->tensor.storage = a[2]->as_string("a storage's key");
     v->tensor.dtype = *dtype;

@@ -21,41 +21,55 @@ struct Value;
 using ValuePtr = std::shared_ptr<Value>;
 
 struct TensorRef {
-  std::string storage;          // the record under data/ in the archive ("0", "1", ...)
+  std::string storage;  // the record under data/ in the archive ("0", "1", ...)
   Dtype dtype = Dtype::kF32;
-  int64_t storage_numel = 0;    // elements in the storage
-  int64_t offset = 0;           // in elements
+  int64_t storage_numel = 0;  // elements in the storage
+  int64_t offset = 0;         // in elements
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;
   int64_t numel() const;
-  bool contiguous() const;      // row-major with these strides (any strides of size-1 dimensions)
+  bool contiguous() const;  // row-major with these strides (any strides of size-1 dimensions)
 };
 
 struct Value {
-  enum class Kind { kNone, kBool, kInt, kFloat, kString, kBytes, kList, kTuple, kDict, kObject, kGlobal, kStorage, kTensor };
+  enum class Kind {
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kBytes,
+    kList,
+    kTuple,
+    kDict,
+    kObject,
+    kGlobal,
+    kStorage,
+    kTensor
+  };
   Kind kind = Kind::kNone;
   bool boolean = false;
   int64_t integer = 0;
   double number = 0;
-  std::string text;                                   // kString, kBytes; kGlobal and kObject: "module.Name"
-  std::vector<ValuePtr> items;                        // kList, kTuple; kObject: the arguments it was made with
-  std::vector<std::pair<ValuePtr, ValuePtr>> entries; // kDict, in insertion order
-  ValuePtr state;                                     // kObject: what BUILD gave it (a dict, mostly)
-  TensorRef tensor;                                   // kStorage (shape empty) and kTensor
+  std::string text;                                    // kString, kBytes; kGlobal and kObject: "module.Name"
+  std::vector<ValuePtr> items;                         // kList, kTuple; kObject: the arguments it was made with
+  std::vector<std::pair<ValuePtr, ValuePtr>> entries;  // kDict, in insertion order
+  ValuePtr state;                                      // kObject: what BUILD gave it (a dict, mostly)
+  TensorRef tensor;                                    // kStorage (shape empty) and kTensor
 
   // Readers for the interpreting code; each throws CheckpointError naming `what` and the kind
   // found where it is not the one asked for.
   bool is(Kind k) const { return kind == k; }
   bool is_none() const { return kind == Kind::kNone; }
-  const Value* find(std::string_view key) const;      // a dict's (or an object's state's) string key
-  const Value* find(int64_t key) const;               // a dict's integer key
+  const Value* find(std::string_view key) const;  // a dict's (or an object's state's) string key
+  const Value* find(int64_t key) const;           // a dict's integer key
   const Value& at(std::string_view key, std::string_view what) const;
-  int64_t as_int(std::string_view what) const;        // int or bool
-  double as_number(std::string_view what) const;      // float or int
+  int64_t as_int(std::string_view what) const;    // int or bool
+  double as_number(std::string_view what) const;  // float or int
   const std::string& as_string(std::string_view what) const;
-  const std::vector<ValuePtr>& as_items(std::string_view what) const;   // list or tuple
+  const std::vector<ValuePtr>& as_items(std::string_view what) const;  // list or tuple
   const TensorRef& as_tensor(std::string_view what) const;
-  std::string describe() const;                       // a short description for messages ("a dict of 4 keys")
+  std::string describe() const;  // a short description for messages ("a dict of 4 keys")
 };
 
 // Unpickles `bytes`; `file` names them in errors ("…/mp_rank_00_model_states.pt").

@@ -19,7 +19,8 @@ TorchFile::TorchFile(std::filesystem::path path) : path_(std::move(path)) {
   try {
     zip_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(name);
   } catch (const std::exception& e) {
-    throw CheckpointError(name + ": not a torch.save zip archive (files saved with _use_new_zipfile_serialization="
+    throw CheckpointError(name +
+                          ": not a torch.save zip archive (files saved with _use_new_zipfile_serialization="
                           "False are not read; load and save it again with torch.save): " +
                           std::string(e.what()).substr(0, 200));
   }
@@ -40,7 +41,8 @@ int64_t TorchFile::storage_offset_bytes(const pickle::TensorRef& t, std::string_
            " is not in the archive");
   const auto bytes = static_cast<int64_t>(zip_->getRecordSize(record));
   ZT_CHECK(bytes == t.storage_numel * dtype_size(t.dtype), CheckpointError, path_.string(), ": ", what, ": storage ",
-           record, " holds ", bytes, " bytes, not the ", t.storage_numel, " ", dtype_tag(t.dtype), " elements it claims");
+           record, " holds ", bytes, " bytes, not the ", t.storage_numel, " ", dtype_tag(t.dtype),
+           " elements it claims");
   ZT_CHECK(t.contiguous(), CheckpointError, path_.string(), ": ", what, " is not contiguous in its storage");
   ZT_CHECK(t.offset >= 0 && t.offset + t.numel() <= t.storage_numel, CheckpointError, path_.string(), ": ", what,
            " reaches beyond its storage");
@@ -64,15 +66,15 @@ void TorchFile::read_f32(const pickle::TensorRef& t, int64_t begin, int64_t coun
                          std::string_view what) const {
   ZT_CHECK(is_floating(t.dtype), CheckpointError, path_.string(), ": ", what, " is ", dtype_tag(t.dtype),
            ", not floating point");
-  ZT_CHECK(begin >= 0 && count >= 0 && begin + count <= t.numel(), CheckpointError, path_.string(), ": ", what,
-           " has ", t.numel(), " elements; elements ", begin, "..", begin + count, " were asked for");
+  ZT_CHECK(begin >= 0 && count >= 0 && begin + count <= t.numel(), CheckpointError, path_.string(), ": ", what, " has ",
+           t.numel(), " elements; elements ", begin, "..", begin + count, " were asked for");
   const int64_t base = storage_offset_bytes(t, what), size = dtype_size(t.dtype);
   const int64_t first = base + (t.offset + begin) * size;
   if (t.dtype == Dtype::kF32) {
     pread_exact(first, count * 4, dst);
     return;
   }
-  constexpr int64_t kPiece = 1 << 20;   // elements converted at a time
+  constexpr int64_t kPiece = 1 << 20;  // elements converted at a time
   std::vector<char> buffer(static_cast<size_t>(std::min(count, kPiece) * size));
   for (int64_t done = 0; done < count; done += kPiece) {
     const int64_t n = std::min(kPiece, count - done);
@@ -92,9 +94,21 @@ double TorchFile::read_scalar(const pickle::TensorRef& t, std::string_view what)
   ZT_CHECK(t.numel() == 1, CheckpointError, path_.string(), ": ", what, " has ", t.numel(), " elements, not 1");
   const std::vector<char> b = read_bytes(t, what);
   switch (t.dtype) {
-    case Dtype::kI64: { int64_t v; std::memcpy(&v, b.data(), 8); return static_cast<double>(v); }
-    case Dtype::kI32: { int32_t v; std::memcpy(&v, b.data(), 4); return v; }
-    case Dtype::kF64: { double v; std::memcpy(&v, b.data(), 8); return v; }
+    case Dtype::kI64: {
+      int64_t v;
+      std::memcpy(&v, b.data(), 8);
+      return static_cast<double>(v);
+    }
+    case Dtype::kI32: {
+      int32_t v;
+      std::memcpy(&v, b.data(), 4);
+      return v;
+    }
+    case Dtype::kF64: {
+      double v;
+      std::memcpy(&v, b.data(), 8);
+      return v;
+    }
     default: {
       float v = 0;
       read_f32(t, 0, 1, &v, what);
