@@ -96,7 +96,8 @@ def test_client_optimizer_and_torch_schedule_match_plain_pytorch():
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-2, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
-    cfg = {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1}}
+    # Plain PyTorch does not clip; the engine clips at 1.0 unless told not to (DeepSpeed 0.19's default).
+    cfg = {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1}, "gradient_clipping": 0}
     engine, optimizer, _, lr_scheduler = deepspeed.initialize(model=model, optimizer=opt, lr_scheduler=sched,
                                                               config=cfg)
     assert lr_scheduler is sched

@@ -21,7 +21,7 @@ TEST(ConfigDefaults, MatchDeepSpeed) {
   Config c = load(R"({"train_batch_size": 8})");
   EXPECT_EQ(errors(c), "");
   EXPECT_FALSE(c.steps_per_print.has_value());          // None since DeepSpeed 0.15.2
-  EXPECT_EQ(c.gradient_clipping.value, 0.0);
+  EXPECT_EQ(c.gradient_clipping.value, 1.0);
   EXPECT_EQ(c.zero_optimization.stage, 0);
   EXPECT_EQ(c.zero_optimization.reduce_bucket_size.value, 500'000'000);
   EXPECT_EQ(c.zero_optimization.allgather_bucket_size, 500'000'000);

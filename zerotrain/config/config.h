@@ -47,7 +47,7 @@ struct Config {
   bool wall_clock_breakdown = false;
   bool memory_breakdown = false;
   bool dump_state = false;
-  Auto<double> gradient_clipping = 0.0;     // global L2 norm; 0 disables
+  Auto<double> gradient_clipping = 1.0;     // global L2 norm; 0 disables (DeepSpeed 0.19: 1.0)
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;
   std::optional<DType> communication_data_type;   // unset: the training dtype
