@@ -15,8 +15,8 @@ namespace zerotrain::launch {
 namespace {
 
 // "QUOTA PERIOD" in microseconds, or "max PERIOD" for none, in the cgroup v2 file of this
-// process's group. Only the group's own file is read: a quota set higher up also shows in
-// the affinity or in the slowness, not here, which errs towards more threads, as without.
+// process's group. Only that group's file is read: a quota set on a parent group goes
+// unseen, and the count then errs high, as it would without this check.
 std::optional<int> cgroup_quota_cpus() {
   std::ifstream groups("/proc/self/cgroup");
   std::string line, path;

@@ -10,6 +10,7 @@
 namespace zerotrain::checkpoint::deepspeed {
 namespace {
 
+namespace fs = std::filesystem;
 using Kind = Value::Kind;
 
 // A field of a DeepSpeed pickle; an error names the file and the key.
@@ -500,7 +501,8 @@ void name_optimizer(Reading& r) {
 
 }  // namespace
 
-Reading read_deepspeed(const fs::path& ds_dir, const std::string& tag, std::function<void(const std::string&)> note) {
+Reading read_deepspeed(const std::filesystem::path& ds_dir, const std::string& tag,
+                       std::function<void(const std::string&)> note) {
   Reading r;
   r.note = note ? std::move(note) : [](const std::string&) {};
   find_files(r, ds_dir, tag);

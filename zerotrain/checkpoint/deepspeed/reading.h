@@ -22,7 +22,6 @@ namespace zerotrain::checkpoint::deepspeed {
 
 using pickle::TensorRef;
 using pickle::Value;
-namespace fs = std::filesystem;
 
 // Where a run of a parameter's elements lies in a DeepSpeed file: `first` onwards in `tensor`.
 struct Source {
@@ -60,7 +59,7 @@ struct Whole {
 };
 
 struct Reading {
-  fs::path dir;
+  std::filesystem::path dir;
   std::string tag;
   std::map<int, std::unique_ptr<TorchFile>> model_files;  // by data-parallel rank (stage 3), else rank 0
   std::map<int, std::unique_ptr<TorchFile>> optim_files;  // by data-parallel rank
@@ -98,6 +97,7 @@ struct Reading {
 
 // Reads DS_DIR's tag (the one `latest` names where `tag` is empty) into a Reading, checking
 // that every parameter is covered; CheckpointError naming the file and field otherwise.
-Reading read_deepspeed(const fs::path& ds_dir, const std::string& tag, std::function<void(const std::string&)> note);
+Reading read_deepspeed(const std::filesystem::path& ds_dir, const std::string& tag,
+                       std::function<void(const std::string&)> note);
 
 }  // namespace zerotrain::checkpoint::deepspeed
