@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Fuzzes one of zerotrain's readers with libFuzzer under ASan and UBSan (docs/fuzzing.md):
-# the config reader (fuzz/config_reader_fuzz.cpp) or the checkpoint reader
-# (fuzz/checkpoint_reader_fuzz.cpp). Builds the fuzz project with clang, then runs the
+# the config reader (fuzz/config_reader_fuzz.cpp), the checkpoint reader
+# (fuzz/checkpoint_reader_fuzz.cpp) or the DeepSpeed import's pickle reader
+# (fuzz/torch_pickle_fuzz.cpp). Builds the fuzz project with clang, then runs the
 # target over a temporary copy of its seed corpus, so the repository is never written to.
 #
 #   scripts/fuzz.sh [--target NAME] [--runs N | --time SECONDS] [--corpus DIR]... [-- LIBFUZZER_FLAGS...]
 #
-#   --target NAME   config_reader (the default) or checkpoint_reader
+#   --target NAME   config_reader (the default), checkpoint_reader or torch_pickle
 #   --runs N        stop after N inputs (bounded: what ctest -L fuzz runs)
 #   --time SECONDS  stop after SECONDS (default: --time 60)
 #   --corpus DIR    more seed inputs (repeatable); for config_reader the DeepSpeed
@@ -50,7 +51,10 @@ case "$target_name" in
     conformance=${ZEROTRAIN_CONFORMANCE_DIR:-$ROOT/../shared/conformance/ds_configs} ;;
   checkpoint_reader)
     seed_dirs=("$ROOT/fuzz/corpus/checkpoint") dict=$ROOT/fuzz/checkpoint.dict conformance="" ;;
-  *) echo "fuzz.sh: unknown --target '$target_name': give config_reader or checkpoint_reader" >&2; exit 2 ;;
+  torch_pickle)
+    seed_dirs=("$ROOT/fuzz/corpus/pickle") dict=$ROOT/fuzz/pickle.dict conformance="" ;;
+  *) echo "fuzz.sh: unknown --target '$target_name': give config_reader, checkpoint_reader or torch_pickle" >&2
+     exit 2 ;;
 esac
 seed_dirs+=(${more_seeds[@]+"${more_seeds[@]}"})
 

@@ -57,7 +57,8 @@ TEST(TorchPickle, ReadsEveryKindOfValueAtProtocolsTwoAndFour) {
   for (const char* hex : {kProtocol2, kProtocol4}) {
     SCOPED_TRACE(hex == kProtocol2 ? "protocol 2" : "protocol 4");
     const std::string bytes = bytes_of(hex);
-    const pk::ValuePtr root = pk::unpickle(bytes, "example.pt");
+    const auto pickle = pk::unpickle(bytes, "example.pt");
+    const pk::Value* root = &pickle->root();
     ASSERT_TRUE(root->is(Kind::kDict));
     EXPECT_EQ(root->at("a", "t").as_int("a"), 1);
     EXPECT_EQ(root->at("neg", "t").as_int("neg"), -5);
@@ -81,7 +82,7 @@ TEST(TorchPickle, ReadsEveryKindOfValueAtProtocolsTwoAndFour) {
     EXPECT_EQ(scaler.at("cur_iter", "scaler").as_int("cur_iter"), 3);
     const auto& shared = root->at("shared", "t").as_items("shared");
     ASSERT_EQ(shared.size(), 2u);
-    EXPECT_EQ(shared[0].get(), shared[1].get()) << "the memo gives the same object twice";
+    EXPECT_EQ(shared[0], shared[1]) << "the memo gives the same object twice";
     EXPECT_EQ(root->at("bytes", "t").text, "ab");
     EXPECT_TRUE(root->at("bytes", "t").is(Kind::kBytes));
   }
@@ -100,7 +101,8 @@ TEST(TorchPickle, DamageIsACheckpointErrorNamingTheFile) {
 }
 
 TEST(TorchPickle, AValueOfTheWrongKindIsNamedInTheError) {
-  const pk::ValuePtr root = pk::unpickle(bytes_of(kProtocol2), "example.pt");
+  const auto pickle = pk::unpickle(bytes_of(kProtocol2), "example.pt");
+  const pk::Value* root = &pickle->root();
   try {
     root->at("s", "t").as_int("optimizer_state_dict.cur_iter");
     FAIL() << "a string read as an int";

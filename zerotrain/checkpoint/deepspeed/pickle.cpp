@@ -11,11 +11,6 @@ namespace {
 
 using Kind = Value::Kind;
 
-ValuePtr make(Kind kind) {
-  auto v = std::make_shared<Value>();
-  v->kind = kind;
-  return v;
-}
 
 std::optional<Dtype> storage_dtype(std::string_view cls) {
   static const std::map<std::string_view, Dtype> kTypes = {
@@ -32,7 +27,7 @@ std::optional<Dtype> storage_dtype(std::string_view cls) {
 // plain Python containers need; any other opcode is an error that names it.
 class Machine {
  public:
-  Machine(std::string_view bytes, std::string_view file) : in_(bytes), file_(file) {}
+  Machine(std::string_view bytes, std::string_view file, Pickle& out) : in_(bytes), file_(file), out_(out) {}
 
   ValuePtr run() {
     for (;;) {
@@ -87,7 +82,12 @@ class Machine {
     if (stack_.empty()) fail("a value is missing on its stack");
     return stack_.back();
   }
-  void push(ValuePtr v) { stack_.push_back(std::move(v)); }
+  void push(ValuePtr v) { stack_.push_back(v); }
+  ValuePtr make(Kind kind) {
+    ValuePtr v = out_.add();
+    v->kind = kind;
+    return v;
+  }
   ValuePtr text(Kind kind, std::string_view s) {
     auto v = make(kind);
     v->text = std::string(s);
@@ -275,6 +275,7 @@ class Machine {
 
   std::string_view in_;
   std::string_view file_;
+  Pickle& out_;
   size_t pos_ = 0;
   std::vector<ValuePtr> stack_;
   std::vector<size_t> marks_;
@@ -321,7 +322,7 @@ const Value* Value::find(std::string_view key) const {
   if (kind == Kind::kObject) return state ? state->find(key) : nullptr;
   if (kind != Kind::kDict) return nullptr;
   for (const auto& [k, v] : entries) {
-    if (k->kind == Kind::kString && k->text == key) return v.get();
+    if (k->kind == Kind::kString && k->text == key) return v;
   }
   return nullptr;
 }
@@ -329,7 +330,7 @@ const Value* Value::find(std::string_view key) const {
 const Value* Value::find(int64_t key) const {
   if (kind != Kind::kDict) return nullptr;
   for (const auto& [k, v] : entries) {
-    if (k->kind == Kind::kInt && k->integer == key) return v.get();
+    if (k->kind == Kind::kInt && k->integer == key) return v;
   }
   return nullptr;
 }
@@ -381,6 +382,12 @@ std::string Value::describe() const {
   }
 }
 
-ValuePtr unpickle(std::string_view bytes, std::string_view file) { return Machine(bytes, file).run(); }
+Value* Pickle::add() { return &values_.emplace_back(); }
+
+std::unique_ptr<Pickle> unpickle(std::string_view bytes, std::string_view file) {
+  auto out = std::make_unique<Pickle>();
+  out->root_ = Machine(bytes, file, *out).run();
+  return out;
+}
 
 }  // namespace zerotrain::checkpoint::pickle

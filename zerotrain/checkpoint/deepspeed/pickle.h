@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -18,7 +19,9 @@
 namespace zerotrain::checkpoint::pickle {
 
 struct Value;
-using ValuePtr = std::shared_ptr<Value>;
+// A value inside a Pickle, which owns it: the memo lets a pickle make values refer to each
+// other in circles (a list that holds itself), which shared ownership would leak.
+using ValuePtr = Value*;
 
 struct TensorRef {
   std::string storage;  // the record under data/ in the archive ("0", "1", ...)
@@ -72,7 +75,19 @@ struct Value {
   std::string describe() const;  // a short description for messages ("a dict of 4 keys")
 };
 
+// The values of one pickle, alive as long as it is.
+class Pickle {
+ public:
+  const Value& root() const { return *root_; }
+  Value* add();   // a new value (None), owned here
+
+ private:
+  friend std::unique_ptr<Pickle> unpickle(std::string_view bytes, std::string_view file);
+  std::deque<Value> values_;   // a deque: adding never moves the values already made
+  Value* root_ = nullptr;
+};
+
 // Unpickles `bytes`; `file` names them in errors ("…/mp_rank_00_model_states.pt").
-ValuePtr unpickle(std::string_view bytes, std::string_view file);
+std::unique_ptr<Pickle> unpickle(std::string_view bytes, std::string_view file);
 
 }  // namespace zerotrain::checkpoint::pickle

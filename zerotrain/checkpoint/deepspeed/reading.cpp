@@ -22,7 +22,10 @@ const std::vector<pickle::ValuePtr>& list_field(const TorchFile& f, const Value&
   return field(f, v, key).as_items(where(f, key));
 }
 
-Json to_json(const Value& v) {
+// A pickled value as JSON (the saved ds_config). Depth-bounded: through its memo a damaged
+// pickle can make a dict that holds itself.
+Json to_json(const Value& v, int depth = 0) {
+  ZT_CHECK(depth < 64, CheckpointError, "ds_config: nested deeper than 64 levels (a damaged pickle?)");
   switch (v.kind) {
     case Kind::kNone:
       return nullptr;
@@ -37,7 +40,7 @@ Json to_json(const Value& v) {
     case Kind::kList:
     case Kind::kTuple: {
       Json out = Json::array();
-      for (const auto& item : v.items) out.push_back(to_json(*item));
+      for (const auto& item : v.items) out.push_back(to_json(*item, depth + 1));
       return out;
     }
     case Kind::kDict: {
@@ -45,7 +48,7 @@ Json to_json(const Value& v) {
       for (const auto& [k, x] : v.entries) {
         out[k->kind == Kind::kString ? k->text
             : k->kind == Kind::kInt  ? std::to_string(k->integer)
-                                     : k->describe()] = to_json(*x);
+                                     : k->describe()] = to_json(*x, depth + 1);
       }
       return out;
     }

@@ -26,7 +26,7 @@ TorchFile::TorchFile(std::filesystem::path path) : path_(std::move(path)) {
   }
   ZT_CHECK(zip_->hasRecord("data.pkl"), CheckpointError, name, ": a zip without data.pkl, so not one torch.save wrote");
   auto [data, size] = zip_->getRecord("data.pkl");
-  root_ = pickle::unpickle(std::string_view(static_cast<const char*>(data.get()), size), name);
+  pickle_ = pickle::unpickle(std::string_view(static_cast<const char*>(data.get()), size), name);
   fd_ = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
   ZT_CHECK(fd_ >= 0, IoError, "cannot open ", name, ": ", std::strerror(errno));
 }

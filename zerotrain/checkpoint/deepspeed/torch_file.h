@@ -26,7 +26,7 @@ class TorchFile {
   TorchFile& operator=(const TorchFile&) = delete;
 
   const std::filesystem::path& path() const { return path_; }
-  const pickle::Value& root() const { return *root_; }
+  const pickle::Value& root() const { return pickle_->root(); }
 
   // Elements [begin, begin + count) of `t` in row-major order, as fp32 (from fp32, fp64,
   // bf16 or fp16), into dst. `what` names the tensor in errors (a non-contiguous tensor, a
@@ -43,7 +43,7 @@ class TorchFile {
 
   std::filesystem::path path_;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> zip_;
-  pickle::ValuePtr root_;
+  std::unique_ptr<pickle::Pickle> pickle_;
   int fd_ = -1;
 };
 
