@@ -166,6 +166,9 @@ def test_stage3_save_streams(ranks, tmp_path):
     assert r["saved"]
     model = r["model_bytes"]
     assert r["state_dict_peak_bytes"] > 0.9 * model, r
-    assert r["save_peak_bytes"] < 0.25 * model, r
+    # The engine's own count first: a failure of the memory bound below then says whether more
+    # than one module was gathered at once, or the memory went elsewhere.
     assert r["gathered_peak_bytes"] <= r["largest_param_bytes"] + 4096, r   # one Linear's weight and bias
+    assert r["save_peak_bytes"] < 0.25 * model, (f"save peak {r['save_peak_bytes']} B, gathered peak "
+                                                  f"{r['gathered_peak_bytes']} B, model {model} B")
     assert os.path.getsize(tmp_path / "big" / "model.safetensors") > model
