@@ -33,7 +33,10 @@ DeepSpeedImportResult write(const Reading& r, const fs::path& out_dir) {
            " exists already; import into another folder or remove it");
   Manifest m;
   m.tag = r.tag;
-  m.zerotrain_version = "imported from DeepSpeed " + r.model0().root().find("ds_version")->text;
+  const pickle::Value* ds_version = r.model0().root().find("ds_version");
+  m.zerotrain_version =
+      "imported from DeepSpeed " +
+      (ds_version && ds_version->is(pickle::Value::Kind::kString) ? ds_version->text : "(no version)");
   m.world_size = r.world;
   m.zero_stage = r.stage;
   m.model_dtype = r.dtype;
@@ -50,16 +53,22 @@ DeepSpeedImportResult write(const Reading& r, const fs::path& out_dir) {
     for (const Piece& piece : p.pieces) record.fragments.push_back({piece.rank, piece.begin, piece.end});
     m.params.push_back(std::move(record));
   }
-  // Buffers and frozen parameters are small next to the states: read whole.
+  // Buffers and frozen parameters are small next to the states: read whole, for rank 0's file.
+  struct WholeKind {
+    const std::vector<Whole>& list;
+    std::vector<WholeTensor>& records;
+    std::string prefix;  // of the key in the rank file
+  };
+  const WholeKind wholes[] = {{r.buffers, m.buffers, "buffer/"}, {r.frozen, m.frozen, "frozen/"}};
   std::vector<std::vector<char>> whole_bytes;
+  std::vector<TensorSource> whole_sources;
   whole_bytes.reserve(r.buffers.size() + r.frozen.size());
-  for (const Whole& b : r.buffers) {
-    m.buffers.push_back({b.name, b.tensor.shape, std::string(dtype_tag(b.tensor.dtype))});
-    whole_bytes.push_back(b.file->read_bytes(b.tensor, "buffer " + b.name));
-  }
-  for (const Whole& t : r.frozen) {
-    m.frozen.push_back({t.name, t.tensor.shape, std::string(dtype_tag(t.tensor.dtype))});
-    whole_bytes.push_back(t.file->read_bytes(t.tensor, "frozen parameter " + t.name));
+  for (const WholeKind& kind : wholes) {
+    for (const Whole& t : kind.list) {
+      kind.records.push_back({t.name, t.tensor.shape, std::string(dtype_tag(t.tensor.dtype))});
+      const auto& bytes = whole_bytes.emplace_back(t.file->read_bytes(t.tensor, kind.prefix + t.name));
+      whole_sources.push_back({kind.prefix + t.name, t.tensor.dtype, t.tensor.shape, bytes.data(), {}});
+    }
   }
   const fs::path staging = out_dir / (r.tag + ".importing");
   fs::remove_all(staging);
@@ -81,22 +90,7 @@ DeepSpeedImportResult write(const Reading& r, const fs::path& out_dir) {
           }
         }
       }
-      if (rank == 0) {
-        for (size_t i = 0; i < r.buffers.size(); ++i) {
-          sources.push_back({"buffer/" + r.buffers[i].name,
-                             r.buffers[i].tensor.dtype,
-                             r.buffers[i].tensor.shape,
-                             whole_bytes[i].data(),
-                             {}});
-        }
-        for (size_t i = 0; i < r.frozen.size(); ++i) {
-          sources.push_back({"frozen/" + r.frozen[i].name,
-                             r.frozen[i].tensor.dtype,
-                             r.frozen[i].tensor.shape,
-                             whole_bytes[r.buffers.size() + i].data(),
-                             {}});
-        }
-      }
+      if (rank == 0) sources.insert(sources.end(), whole_sources.begin(), whole_sources.end());
       files.push_back(
           prepare_safetensors(std::move(sources), {{"format", "zerotrain-rank-file"}}, TensorChecksums::kNow));
       total += files.back().bytes();

@@ -69,6 +69,12 @@ int64_t step_of(const TorchFile& f, const Value& v, std::string_view what) {
   return static_cast<int64_t>(v.as_number(what));
 }
 
+// An integer of the saved ds_config, or `fallback` where it is absent or not an integer.
+int64_t int_or(const Json& block, const char* key, int64_t fallback) {
+  return block.is_object() && block.contains(key) && block[key].is_number_integer() ? block[key].get<int64_t>()
+                                                                                    : fallback;
+}
+
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
@@ -140,8 +146,7 @@ void read_common(Reading& r) {
   if (const Value* c = root.find("ds_config")) r.ds_config = to_json(*c);
   if (!r.ds_config.is_object()) r.ds_config = Json::object();
   const Json zero = r.ds_config.value("zero_optimization", Json::object());
-  r.stage =
-      zero.is_object() && zero.contains("stage") && zero["stage"].is_number_integer() ? zero["stage"].get<int>() : 0;
+  r.stage = static_cast<int>(int_or(zero, "stage", 0));
   auto enabled = [&](const char* key) {
     const Json block = r.ds_config.value(key, Json::object());
     return block.is_object() && block.value("enabled", false) == true;
@@ -155,8 +160,7 @@ void read_common(Reading& r) {
   r.counters.global_steps = count("global_steps", 0);
   r.counters.global_samples = count("global_samples", 0);
   r.counters.skipped_steps = count("skipped_steps", 0);
-  r.counters.micro_steps =
-      r.counters.global_steps * r.ds_config.value("gradient_accumulation_steps", Json(1)).get<int64_t>();
+  r.counters.micro_steps = r.counters.global_steps * int_or(r.ds_config, "gradient_accumulation_steps", 1);
   const Value* sched = root.find("lr_scheduler");
   const Json sched_config = r.ds_config.value("scheduler", Json());
   if (sched && sched->is(Kind::kDict) && sched_config.is_object() && sched_config.contains("type")) {
@@ -183,8 +187,7 @@ void read_common(Reading& r) {
 
 // A group's learning rate, weight decay and steps, from the inner optimizer's param group
 // and the state of its first parameter.
-GroupRecord group_record(const Reading& r, const TorchFile& f, const Value& param_group, const Value* state,
-                         size_t index) {
+GroupRecord group_record(const TorchFile& f, const Value& param_group, const Value* state, size_t index) {
   GroupRecord g;
   g.name = "group" + std::to_string(index);
   g.lr = field(f, param_group, "lr").as_number(where(f, "param_groups.lr"));
@@ -198,8 +201,7 @@ GroupRecord group_record(const Reading& r, const TorchFile& f, const Value& para
   return g;
 }
 
-std::optional<Source> state_source(const Reading& r, const TorchFile& f, const Value* state, const char* key,
-                                   int64_t first) {
+std::optional<Source> state_source(const TorchFile& f, const Value* state, const char* key, int64_t first) {
   if (!state || !state->find(key)) return std::nullopt;
   return Source{&f, state->find(key)->as_tensor(where(f, std::string("state.") + key)), first};
 }
@@ -215,27 +217,32 @@ void check_optim_files(const Reading& r) {
   ZT_CHECK(
       static_cast<int>(r.optim_files.size()) == r.saved_world && r.optim_files.rbegin()->first == r.saved_world - 1,
       CheckpointError, r.dir.string(), ": DeepSpeed saved it from ", r.saved_world,
-      " ranks (dp_world_size), but the "
-      "tag has ",
-      r.optim_files.size(),
-      " *_optim_states.pt files (a rank's file missing, or an overwritten or "
-      "incomplete checkpoint?)");
+      " ranks (dp_world_size), but the tag has ", r.optim_files.size(),
+      " *_optim_states.pt files (a rank's file missing, or an overwritten or incomplete checkpoint?)");
+}
+
+// Registers the trained parameters `param_shapes` lists, one dict per group (stages 1-2) or
+// sub-group (stage 3), in flat order; returns each dict's parameters' indices.
+std::vector<std::vector<size_t>> register_params(Reading& r) {
+  const TorchFile& m = r.model0();
+  const auto& groups = list_field(m, m.root(), "param_shapes");
+  std::vector<std::vector<size_t>> members(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    ZT_CHECK(groups[g]->is(Kind::kDict), CheckpointError, where(m, "param_shapes"), ": group ", g, " is ",
+             groups[g]->describe());
+    for (const auto& [name, shape] : groups[g]->entries) {
+      members[g].push_back(r.params.size());
+      r.add_param(name->as_string(where(m, "param_shapes")), shape_of(*shape, where(m, "param_shapes")),
+                  static_cast<int>(g));
+    }
+  }
+  return members;
 }
 
 // --- ZeRO stages 1 and 2, and bf16 without ZeRO (BF16_Optimizer): flat partitions ----------
 
 void read_partitioned(Reading& r) {
-  const TorchFile& m = r.model0();
-  const Value& shapes = field(m, m.root(), "param_shapes");
-  const auto& groups = shapes.as_items(where(m, "param_shapes"));
-  for (size_t g = 0; g < groups.size(); ++g) {
-    ZT_CHECK(groups[g]->is(Kind::kDict), CheckpointError, where(m, "param_shapes"), ": group ", g, " is ",
-             groups[g]->describe());
-    for (const auto& [name, shape] : groups[g]->entries) {
-      r.add_param(name->as_string(where(m, "param_shapes")), shape_of(*shape, where(m, "param_shapes")),
-                  static_cast<int>(g));
-    }
-  }
+  const size_t groups = register_params(r).size();
   check_optim_files(r);
   r.world = r.saved_world;
   bool have_states = true;
@@ -247,10 +254,9 @@ void read_partitioned(Reading& r) {
     const Value& state = field(f, base, "state");
     const auto& pgroups = list_field(f, base, "param_groups");
     const auto& mappings = list_field(f, osd, "param_slice_mappings");
-    ZT_CHECK(fp32.size() == groups.size() && mappings.size() == groups.size() && pgroups.size() == groups.size(),
-             CheckpointError, where(f, "optimizer_state_dict"), ": ", fp32.size(), " fp32 partitions, ",
-             mappings.size(), " slice mappings and ", pgroups.size(), " parameter groups for the model's ",
-             groups.size(), " groups");
+    ZT_CHECK(fp32.size() == groups && mappings.size() == groups && pgroups.size() == groups, CheckpointError,
+             where(f, "optimizer_state_dict"), ": ", fp32.size(), " fp32 partitions, ", mappings.size(),
+             " slice mappings and ", pgroups.size(), " parameter groups for the model's ", groups, " groups");
     if (const Value* count = osd.find("partition_count")) {
       for (const auto& c : count->as_items(where(f, "partition_count"))) {
         ZT_CHECK(c->as_int(where(f, "partition_count")) == r.world, CheckpointError, where(f, "partition_count"),
@@ -258,10 +264,10 @@ void read_partitioned(Reading& r) {
                  " optimizer files (an overwritten or incomplete checkpoint?)");
       }
     }
-    for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t g = 0; g < groups; ++g) {
       const Value* st = state.find(static_cast<int64_t>(g));
       have_states = have_states && st && st->find("exp_avg") && st->find("exp_avg_sq");
-      if (rank == 0) r.groups.push_back(group_record(r, f, *pgroups[g], st, g));
+      if (rank == 0) r.groups.push_back(group_record(f, *pgroups[g], st, g));
       const TensorRef& part = fp32[g]->as_tensor(where(f, "single_partition_of_fp32_groups"));
       for (const auto& [key, address] : mappings[g]->entries) {
         const std::string name = key->as_string(where(f, "param_slice_mappings"));
@@ -276,8 +282,8 @@ void read_partitioned(Reading& r) {
                             p.covered,
                             p.covered + numel,
                             {&f, part, start},
-                            state_source(r, f, st, "exp_avg", start),
-                            state_source(r, f, st, "exp_avg_sq", start)});
+                            state_source(f, st, "exp_avg", start),
+                            state_source(f, st, "exp_avg_sq", start)});
         p.covered += numel;
       }
     }
@@ -288,17 +294,9 @@ void read_partitioned(Reading& r) {
 // --- ZeRO stage 3: every parameter split over the ranks, sub-groups of flats ----------------
 
 void read_stage3(Reading& r) {
-  const TorchFile& m = r.model0();
-  const auto& subgroups = list_field(m, m.root(), "param_shapes");
+  const std::vector<std::vector<size_t>> members = register_params(r);  // by sub-group
   check_optim_files(r);
   r.world = r.saved_world;
-  std::vector<std::vector<size_t>> members(subgroups.size());  // the params of each sub-group, in flat order
-  for (size_t k = 0; k < subgroups.size(); ++k) {
-    for (const auto& [name, shape] : subgroups[k]->entries) {
-      members[k].push_back(r.params.size());
-      r.add_param(name->as_string(where(m, "param_shapes")), shape_of(*shape, where(m, "param_shapes")), 0);
-    }
-  }
   bool have_states = true;
   for (const auto& [rank, file] : r.optim_files) {
     const TorchFile& f = *file;
@@ -307,23 +305,23 @@ void read_stage3(Reading& r) {
     const Value& inner = field(f, osd, "optimizer_state_dict");
     const Value& state = field(f, inner, "state");
     const auto& pgroups = list_field(f, inner, "param_groups");
-    ZT_CHECK(flats.size() == subgroups.size(), CheckpointError, where(f, "fp32_flat_groups"), ": ", flats.size(),
-             " flat groups for the model's ", subgroups.size(), " sub-groups");
+    ZT_CHECK(flats.size() == members.size(), CheckpointError, where(f, "fp32_flat_groups"), ": ", flats.size(),
+             " flat groups for the model's ", members.size(), " sub-groups");
     // The parameter group of each sub-group: the one whose 'params' lists its index.
-    std::vector<int> group_of(subgroups.size(), 0);
+    std::vector<int> group_of(members.size(), 0);
     for (size_t g = 0; g < pgroups.size(); ++g) {
-      for (const auto& k : list_field(f, *pgroups[g], "params")) {
+      const auto& indices = list_field(f, *pgroups[g], "params");
+      for (const auto& k : indices) {
         const int64_t index = k->as_int(where(f, "param_groups.params"));
         if (index >= 0 && index < static_cast<int64_t>(group_of.size()))
           group_of[static_cast<size_t>(index)] = static_cast<int>(g);
       }
       if (rank == 0) {
-        const auto& first = list_field(f, *pgroups[g], "params");
-        const Value* st = first.empty() ? nullptr : state.find(first.front()->as_int("params"));
-        r.groups.push_back(group_record(r, f, *pgroups[g], st, g));
+        const Value* st = indices.empty() ? nullptr : state.find(indices.front()->as_int("params"));
+        r.groups.push_back(group_record(f, *pgroups[g], st, g));
       }
     }
-    for (size_t k = 0; k < subgroups.size(); ++k) {
+    for (size_t k = 0; k < members.size(); ++k) {
       const TensorRef& flat = flats[k]->as_tensor(where(f, "fp32_flat_groups"));
       const Value* st = state.find(static_cast<int64_t>(k));
       have_states = have_states && st && st->find("exp_avg") && st->find("exp_avg_sq");
@@ -340,8 +338,8 @@ void read_stage3(Reading& r) {
                               begin,
                               end,
                               {&f, flat, offset},
-                              state_source(r, f, st, "exp_avg", offset),
-                              state_source(r, f, st, "exp_avg_sq", offset)});
+                              state_source(f, st, "exp_avg", offset),
+                              state_source(f, st, "exp_avg_sq", offset)});
           p.covered += end - begin;
         }
         offset += per_rank;
@@ -391,7 +389,7 @@ void read_unpartitioned(Reading& r) {
   for (size_t g = 0; g < pgroups.size(); ++g) {
     const auto& indices = list_field(f, *pgroups[g], "params");
     const Value* first_state = indices.empty() ? nullptr : state.find(indices.front()->as_int("params"));
-    r.groups.push_back(group_record(r, f, *pgroups[g], first_state, g));
+    r.groups.push_back(group_record(f, *pgroups[g], first_state, g));
     if (flats32) {
       // Fused FP16_Optimizer: one fp32 flat per group, the group's parameters end to end,
       // and torch's state over that flat.
@@ -401,8 +399,8 @@ void read_unpartitioned(Reading& r) {
       for (int64_t offset = 0; offset < master.numel();) {
         Piece& piece = take_param(g).pieces.back();
         piece.fp32 = {&f, master, offset};
-        piece.exp_avg = state_source(r, f, first_state, "exp_avg", offset);
-        piece.exp_avg_sq = state_source(r, f, first_state, "exp_avg_sq", offset);
+        piece.exp_avg = state_source(f, first_state, "exp_avg", offset);
+        piece.exp_avg_sq = state_source(f, first_state, "exp_avg_sq", offset);
         have_states = have_states && piece.exp_avg && piece.exp_avg_sq;
         offset += piece.end;
       }
@@ -417,8 +415,8 @@ void read_unpartitioned(Reading& r) {
                  where(f, "fp32_groups"), ": fewer fp32 masters than parameters");
         piece.fp32 = {&f, group[g]->items[j]->as_tensor(where(f, "fp32_groups")), 0};
       }
-      piece.exp_avg = state_source(r, f, st, "exp_avg", 0);
-      piece.exp_avg_sq = state_source(r, f, st, "exp_avg_sq", 0);
+      piece.exp_avg = state_source(f, st, "exp_avg", 0);
+      piece.exp_avg_sq = state_source(f, st, "exp_avg_sq", 0);
       have_states = have_states && piece.exp_avg && piece.exp_avg_sq;
     }
   }
@@ -453,7 +451,7 @@ void read_frozen(Reading& r) {
 void read_loss_scaler(Reading& r) {
   if (r.dtype != "fp16") return;
   const Json fp16 = r.ds_config.value("fp16", Json::object());
-  const int64_t hysteresis = fp16.value("hysteresis", Json(2)).get<int64_t>();
+  const int64_t hysteresis = int_or(fp16, "hysteresis", 2);
   const Value* holder = nullptr;
   const TorchFile* file = nullptr;
   if (!r.optim_files.empty()) {
@@ -483,7 +481,7 @@ void name_optimizer(Reading& r) {
   const Json config = r.ds_config.value("optimizer", Json());
   Json params = Json::object();
   std::string type;
-  if (config.is_object() && config.contains("type")) {
+  if (config.is_object() && config.contains("type") && config["type"].is_string()) {
     type = lower(config["type"].get<std::string>());
     params = config.value("params", Json::object());
     ZT_CHECK(type == "adam" || type == "adamw", CheckpointError, r.dir.string(), ": the optimizer is ",
