@@ -2,6 +2,7 @@
 // tests/unit/launcher/test_run.py), with our messages.
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -354,6 +355,29 @@ TEST(Plan, EachRankOfAHostGetsItsShareOfTheCpusUnlessTheUserChose) {
     EXPECT_EQ(env_of(plan.children.at(0), "OMP_NUM_THREADS"), "<unset>");   // LibTorch's own choice
     EXPECT_TRUE(plan.notices.empty());
   }
+}
+
+// The per-rank share counts the CPUs this process may run on, not the machine's: with the
+// affinity narrowed to one CPU, the count is 1 (the Plan tests above derive their expectation
+// from usable_cpus(), so this is the check that it follows the mask).
+TEST(Plan, UsableCpusFollowTheAffinityMask) {
+  cpu_set_t before;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(before), &before), 0);
+  if (CPU_COUNT(&before) < 2) GTEST_SKIP() << "one CPU in this process's affinity: nothing to narrow";
+  const int all = zl::usable_cpus();
+  int first = 0;
+  while (!CPU_ISSET(first, &before)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(::sched_setaffinity(0, sizeof(one), &one), 0);
+  const int narrowed = zl::usable_cpus();
+  ScopedOmpThreads unset(std::nullopt);
+  const auto share = zl::omp_threads_per_rank(2);
+  ASSERT_EQ(::sched_setaffinity(0, sizeof(before), &before), 0);
+  EXPECT_EQ(narrowed, 1);
+  EXPECT_LE(all, CPU_COUNT(&before));
+  EXPECT_EQ(share, std::optional<std::string>("1"));
 }
 
 TEST(Plan, UnderMpirunEachRanksWrapperCountsItsHostsRanks) {
