@@ -8,16 +8,19 @@ set -u
 CHECK=$1
 pass=0 fail=0
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+trap 'rm -rf "$out"; [ -n "${holder_PID:-}" ] && kill "$holder_PID" 2>/dev/null' EXIT
 
 # torchrun-style: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+coproc holder { python3 "$(dirname "$0")/hold_port.py"; }
+read -r port <&"${holder[0]}"
+pids=()
 for r in 0 1; do
   env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
     ZEROTRAIN_COMM_TIMEOUT_S=60 "$CHECK" >"$out/torchrun$r" 2>&1 &
+  pids+=($!)
 done
-wait %1; rc0=$?
-wait %2; rc1=$?
+wait "${pids[0]}"; rc0=$?
+wait "${pids[1]}"; rc1=$?
 if [ $rc0 = 0 ] && [ $rc1 = 0 ] && grep -q "shm world 2: .* 0 failed" "$out/torchrun0"; then
   pass=$((pass + 1)); echo "ok   torchrun-style environment (gloo, shared memory)"
 else

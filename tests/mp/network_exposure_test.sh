@@ -20,6 +20,7 @@ launcher=""
 cleanup() {
   [ -n "$launcher" ] && kill "$launcher" 2>/dev/null
   [ -n "${stranger:-}" ] && kill "$stranger" 2>/dev/null
+  [ -n "${holder_PID:-}" ] && kill "$holder_PID" 2>/dev/null
   rm -rf "$out"
 }
 trap cleanup EXIT
@@ -29,7 +30,9 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 export OMP_NUM_THREADS=1
 
 if [ "$BACKEND" = mpi ] && ! command -v mpirun >/dev/null; then echo "skipped: no mpirun"; exit 77; fi
-port=$(free_port)
+# Held by a helper until this script ends, so that no other socket takes it meanwhile.
+coproc holder { python3 "$(dirname "$0")/hold_port.py"; }
+read -r port <&"${holder[0]}"
 "$ZT" launch --nproc_per_node 2 --backend "$BACKEND" --master_port "$port" --timeout_s 30 -- "$FAULT" slow 1 \
   >"$out/job" 2>&1 &
 launcher=$!

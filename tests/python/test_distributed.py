@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from held_port import held_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -32,15 +34,8 @@ def check(results, backend="torch.distributed"):
     assert results[0]["norm"] == pytest.approx(results[1]["norm"], rel=1e-12)
 
 
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_under_torchrun(tmp_path):
-    check(run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
+    check(run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(held_port()),
                os.path.join(HERE, "dist_worker.py"), "--out", f"{tmp_path}/result"], tmp_path))
 
 

@@ -13,6 +13,7 @@
 
 #include "tools/launch/hostfile.h"
 #include "tools/launch/plan.h"
+#include "tools/launch/port_reservation.h"
 #include "tools/launch/rank_report.h"
 #include "tools/launch/rank_threads.h"
 #include "zerotrain/core/error.h"
@@ -148,6 +149,9 @@ TEST(Plan, LocalRanksGetTheRendezvousEnvironment) {
   EXPECT_EQ(parsed, port.size()) << port;
   EXPECT_GE(port_number, 1) << port;
   EXPECT_LE(port_number, 65535) << port;
+  // Held by the plan until the job ends, so that no other socket takes it before rank 0 listens.
+  ASSERT_NE(plan.master_port, nullptr);
+  EXPECT_EQ(port_number, plan.master_port->port());
 }
 
 TEST(Plan, SecondNodeOfAMultiNodeJob) {
@@ -161,6 +165,7 @@ TEST(Plan, SecondNodeOfAMultiNodeJob) {
   ASSERT_EQ(plan.children.size(), 2u);
   EXPECT_EQ(plan.children[0].label, "rank 2");
   EXPECT_EQ(plan.children[1].label, "rank 3");
+  EXPECT_EQ(plan.master_port, nullptr);   // 29500 on every node: nothing to hold here
   o.node_rank = -1;
   EXPECT_NE(error_of([&] { zl::plan_launch(o); }).find("needs --node_rank"), std::string::npos);
   o.node_rank = 3;

@@ -12,9 +12,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <sstream>
 
 #include "tools/launch/hostfile.h"
+#include "tools/launch/port_reservation.h"
 #include "tools/launch/rank_threads.h"
 #include "tools/launch/reaper.h"
 #include "zerotrain/comm/types.h"
@@ -114,6 +116,12 @@ std::vector<std::string> single_host_mca_args() {
   return args;
 }
 
+// A free port for the rendezvous store, held in the plan until the job ends (port_reservation.h).
+int hold_a_port(SupervisorOptions& plan) {
+  if (!plan.master_port) plan.master_port = std::make_shared<const PortReservation>();
+  return plan.master_port->port();
+}
+
 struct NodeLayout {
   int nnodes = 1;
   int node_rank = 0;
@@ -121,7 +129,7 @@ struct NodeLayout {
   int rank_offset = 0;
   int world_size = 1;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;
+  int master_port = 0;   // 0: this launcher holds one (a job of one node, started whole)
 };
 
 void add_rank_children(SupervisorOptions& plan, const LaunchOptions& o, const NodeLayout& node) {
@@ -129,6 +137,7 @@ void add_rank_children(SupervisorOptions& plan, const LaunchOptions& o, const No
   reserve_descriptors(node.nproc, !o.log_dir.empty(), 0, node.nproc);
   const auto threads = omp_threads_per_rank(node.nproc);
   if (threads) plan.notices.push_back(omp_threads_notice(*threads, node.nproc));
+  const int master_port = node.master_port > 0 ? node.master_port : hold_a_port(plan);
   for (int local = 0; local < node.nproc; ++local) {
     const int rank = node.rank_offset + local;
     ChildSpec child{str("rank ", rank), str("rank", rank, ".log"), o.command, comm_env(o)};
@@ -144,7 +153,7 @@ void add_rank_children(SupervisorOptions& plan, const LaunchOptions& o, const No
                       {"CROSS_RANK", str(node.node_rank)},
                       {"CROSS_SIZE", str(node.nnodes)},
                       {"MASTER_ADDR", node.master_addr},
-                      {"MASTER_PORT", str(node.master_port)}};
+                      {"MASTER_PORT", str(master_port)}};
     child.env.insert(child.env.end(), rendezvous.begin(), rendezvous.end());
     plan.children.push_back(std::move(child));
   }
@@ -166,8 +175,8 @@ NodeLayout per_node_layout(const LaunchOptions& o) {
   ZT_CHECK(node.node_rank < node.nnodes, UsageError, "--node_rank ", node.node_rank, " is not below --nnodes ",
            node.nnodes);
   if (!o.master_addr.empty()) node.master_addr = o.master_addr;
-  node.master_port = o.master_port > 0 ? o.master_port
-                     : (node.nnodes == 1 && o.world_size < 0) ? find_free_port()
+  node.master_port = o.master_port > 0                       ? o.master_port
+                     : (node.nnodes == 1 && o.world_size < 0) ? 0
                                                               : kDefaultMultiNodePort;
   const int64_t world_size = o.world_size > 0 ? o.world_size : int64_t{node.nnodes} * node.nproc;
   ZT_CHECK(world_size <= std::numeric_limits<int>::max(), UsageError, "--nnodes ", node.nnodes, " x --nproc_per_node ",
@@ -352,7 +361,7 @@ void add_mpirun_child(SupervisorOptions& plan, const LaunchOptions& o, const Wor
   // A program that asks for gloo under mpirun finds its master here.
   if (world == nullptr) {
     env.emplace_back("MASTER_ADDR", o.master_addr.empty() ? "127.0.0.1" : o.master_addr);
-    env.emplace_back("MASTER_PORT", str(o.master_port > 0 ? o.master_port : find_free_port()));
+    env.emplace_back("MASTER_PORT", str(o.master_port > 0 ? o.master_port : hold_a_port(plan)));
   } else {
     ZT_CHECK(!(o.master_addr.empty() && is_local_host(world->front().host) && world->size() > 1), UsageError,
              "the first host of the hostfile is '", world->front().host, "', which the other hosts cannot reach as "

@@ -613,19 +613,4 @@ int supervise(const SupervisorOptions& options) {
   return exit_code_of(c.status);
 }
 
-int find_free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ZT_CHECK(fd >= 0, IoError, "socket: ", std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  ::close(fd);
-  ZT_CHECK(ok, IoError, "cannot find a free TCP port: ", std::strerror(errno), "; pass --master_port");
-  return ntohs(addr.sin_port);
-}
-
 }  // namespace zerotrain::launch

@@ -8,12 +8,15 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace zerotrain::launch {
+
+class PortReservation;
 
 struct ChildSpec {
   std::string label;                 // "rank 3", "host worker-1", "mpirun"
@@ -42,14 +45,13 @@ struct SupervisorOptions {
   int report_rank_to_launcher = -1;
   std::vector<std::filesystem::path> temporary_files;   // removed when supervise() returns
   std::vector<std::string> notices;   // lines for stderr before the children start
+  // The rendezvous port this launcher picked (port_reservation.h), held until the job ends.
+  std::shared_ptr<const PortReservation> master_port;
 };
 
 // Returns the exit code for the launcher: 0 when every child exited 0; otherwise the code
 // of the child that failed first (128 + N for a child killed by signal N), or 128 + N when
 // the launcher itself got signal N.
 int supervise(const SupervisorOptions& options);
-
-// A TCP port that was free a moment ago on this host (bound to port 0, then released).
-int find_free_port();
 
 }  // namespace zerotrain::launch

@@ -15,10 +15,12 @@ checkpoint itself.
 import argparse
 import json
 import os
-import socket
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from held_port import held_port  # noqa: E402
 
 
 STEPS, MICRO, SEED = 3, 4, 0
@@ -155,12 +157,6 @@ def worker(rank, world, port, name, stage, dtype, frozen, out_dir, queue):
             os.remove(os.path.join(ckpt, junk))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out_dir")
@@ -179,7 +175,7 @@ def main():
         if only and name not in only:
             continue
         queue = ctx.Queue()
-        port = free_port()
+        port = held_port()
         procs = [ctx.Process(target=worker, args=(r, world, port, name, stage, dtype, frozen, args.out_dir, queue))
                  for r in range(world)]
         for p in procs:
