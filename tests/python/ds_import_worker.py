@@ -11,15 +11,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "data", "deepspeed"))
 
 import make_checkpoints as ds_case  # noqa: E402
+import worker_batch  # noqa: E402
 import zerotrain as deepspeed  # noqa: E402
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--case", required=True, help="the DeepSpeed case folder (its expected.json)")
     ap.add_argument("--load", required=True, help="the imported checkpoint")
     ap.add_argument("--out", required=True)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     expected = json.load(open(os.path.join(args.case, "expected.json")))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -38,4 +39,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    worker_batch.run(main)

@@ -11,6 +11,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models  # noqa: E402
+import worker_batch  # noqa: E402
 
 import zerotrain as deepspeed  # noqa: E402
 
@@ -28,7 +29,7 @@ def evaluate(engine, name):
     return result
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="toy")
     ap.add_argument("--stage", type=int, default=0)
@@ -46,7 +47,7 @@ def main():
                     help="after training: a torch.no_grad() evaluation loss, and for transformers models a greedy "
                          "model.generate(), both through the engine's module (gathered per unit at stage 3)")
     deepspeed.add_config_arguments(ap)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -87,4 +88,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    worker_batch.run(main)

@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 import zerotrain
+from conftest import batch_result, run_batches
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "deepspeed")
 CASES = sorted(d for d in os.listdir(DATA) if os.path.isfile(os.path.join(DATA, d, "expected.json")))
@@ -28,24 +29,38 @@ def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-12)
 
 
-def resumes_to_deepspeeds_losses(ranks, tmp_path, case_dir):
-    expected = json.load(open(os.path.join(case_dir, "expected.json")))
+def imported(case_dir, out):
+    """`zerotrain checkpoint import-deepspeed case_dir out`; returns the case's expected.json."""
     zt = os.path.join(os.path.dirname(zerotrain.__file__), "_bin", "zerotrain")
-    out = tmp_path / "imported"
     proc = subprocess.run([zt, "checkpoint", "import-deepspeed", case_dir, str(out)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    results = ranks("ds_import_worker.py", ["--case", case_dir, "--load", out], expected["world_size"])
+    return json.load(open(os.path.join(case_dir, "expected.json")))
+
+
+def check_resumed(results, expected, case):
     got, want = results[0]["losses"], expected["resumed_losses"]
     first, second = BOUNDS[expected["dtype"]]
-    case = os.path.basename(case_dir)
     assert rel(got[0], want[0]) <= first, f"{case}: first resumed loss {got[0]} vs DeepSpeed's {want[0]}"
     assert rel(got[1], want[1]) <= second, f"{case}: second resumed loss {got[1]} vs DeepSpeed's {want[1]}"
     assert results[0]["global_steps"] == expected["global_steps"] + len(want)
 
 
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory):
+    """Every committed case imported, then resumed: one process per rank for all the cases of a
+    world size (conftest.run_batches). Returns (case -> expected.json, the batches' outcome)."""
+    tmp = tmp_path_factory.mktemp("imported")
+    runs, expected = {}, {}
+    for case in CASES:
+        expected[case] = imported(os.path.join(DATA, case), tmp / case)
+        runs[case] = (["--case", os.path.join(DATA, case), "--load", tmp / case], expected[case]["world_size"])
+    return expected, run_batches("ds_import_worker.py", runs, tmp_path_factory.mktemp("runs"))
+
+
 @pytest.mark.parametrize("case", CASES)
-def test_an_imported_checkpoint_resumes_to_deepspeeds_losses(ranks, tmp_path, case):
-    resumes_to_deepspeeds_losses(ranks, tmp_path, os.path.join(DATA, case))
+def test_an_imported_checkpoint_resumes_to_deepspeeds_losses(resumed, case):
+    expected, outcome = resumed
+    check_resumed(batch_result(outcome, case), expected[case], case)
 
 
 # Checkpoints DeepSpeed writes now, where its venv exists (bench/stage3_vs_peers.py makes it):
@@ -64,4 +79,7 @@ def test_a_checkpoint_deepspeed_writes_now_resumes_to_its_losses(ranks, tmp_path
                           capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1"))
     assert proc.returncode == 0 and f"{case}: ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
-    resumes_to_deepspeeds_losses(ranks, tmp_path, str(fresh / case))
+    expected = imported(str(fresh / case), tmp_path / "imported")
+    results = ranks("ds_import_worker.py", ["--case", fresh / case, "--load", tmp_path / "imported"],
+                    expected["world_size"])
+    check_resumed(results, expected, case)

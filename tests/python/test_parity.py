@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import models
+from conftest import batch_result, run_batches
 
 STEPS = 10
 MICRO = 2
@@ -59,20 +60,42 @@ def check(results, ref, dtype, world, accum, name="toy"):
     assert results[0]["global_samples"] == STEPS * accum * MICRO * world
 
 
+MODULE_PATTERNS = ["toy-ckpt-reentrant", "toy-ckpt-non-reentrant", "toy-external"]
+
+
+def toy_args(name, stage, accum, dtype="fp32"):
+    return ["--model", name, "--stage", stage, "--accum", accum, "--micro", MICRO, "--steps", STEPS, "--dtype", dtype]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Every run of this file, one process per rank for each world size (conftest.run_batches)."""
+    runs = {}
+    for stage in (0, 1, 2, 3):
+        for accum in (1, 2):
+            for world in (1, 2):
+                runs[("fp32", stage, accum, world)] = (toy_args("toy", stage, accum), world)
+    for dtype in ("bf16", "fp16"):
+        for stage in (0, 3):
+            runs[(dtype, stage)] = (toy_args("toy", stage, 2, dtype), 2)
+    for name in MODULE_PATTERNS:
+        for world in (1, 2):
+            runs[(name, world)] = (toy_args(name, 3, 2), world)
+    return run_batches("parity_worker.py", runs, tmp_path_factory.mktemp("runs"))
+
+
 @pytest.mark.parametrize("world", [1, 2])
 @pytest.mark.parametrize("accum", [1, 2])
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
-def test_toy_fp32(ranks, stage, accum, world):
-    results = ranks("parity_worker.py", ["--model", "toy", "--stage", stage, "--accum", accum, "--micro", MICRO,
-                                         "--steps", STEPS], world)
+def test_toy_fp32(runs, stage, accum, world):
+    results = batch_result(runs, ("fp32", stage, accum, world))
     check(results, models.reference("toy", STEPS, world, accum, MICRO), "fp32", world, accum)
 
 
 @pytest.mark.parametrize("stage", [0, 3])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
-def test_toy_16bit(ranks, dtype, stage):
-    results = ranks("parity_worker.py", ["--model", "toy", "--stage", stage, "--accum", 2, "--micro", MICRO,
-                                         "--steps", STEPS, "--dtype", dtype], 2)
+def test_toy_16bit(runs, dtype, stage):
+    results = batch_result(runs, (dtype, stage))
     check(results, models.reference("toy", STEPS, 2, 2, MICRO, dtype), dtype, 2, 2)
 
 
@@ -80,8 +103,7 @@ def test_toy_16bit(ranks, dtype, stage):
 # activation checkpointing (torch.utils.checkpoint, reentrant or not: the forward runs again
 # in backward), and a parameter used outside its module (register_external_parameter).
 @pytest.mark.parametrize("world", [1, 2])
-@pytest.mark.parametrize("name", ["toy-ckpt-reentrant", "toy-ckpt-non-reentrant", "toy-external"])
-def test_stage3_module_patterns(ranks, name, world):
-    results = ranks("parity_worker.py", ["--model", name, "--stage", 3, "--accum", 2, "--micro", MICRO,
-                                         "--steps", STEPS], world)
+@pytest.mark.parametrize("name", MODULE_PATTERNS)
+def test_stage3_module_patterns(runs, name, world):
+    results = batch_result(runs, (name, world))
     check(results, models.reference(name, STEPS, world, 2, MICRO), "fp32", world, 2, name)

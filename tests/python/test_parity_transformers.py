@@ -6,34 +6,55 @@ import pytest
 import torch
 
 import models
+from conftest import batch_result, run_batches
 from test_parity import MICRO, STEPS, check
+
+
+NAMES = ["gpt2", "llama"]
+
+
+def parity_args(name, stage, accum, dtype="fp32", *extra):
+    return ["--model", name, "--stage", stage, "--accum", accum, "--micro", MICRO, "--steps", STEPS, "--dtype", dtype,
+            *extra]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Every run of this file, one process per rank for each world size (conftest.run_batches)."""
+    runs = {}
+    for name in NAMES:
+        for stage in (0, 1, 2, 3):
+            for accum in (1, 2):
+                for world in (1, 2):
+                    runs[("fp32", name, stage, accum, world)] = (parity_args(name, stage, accum), world)
+        for stage in (0, 3):
+            runs[("bf16", name, stage)] = (parity_args(name, stage, 2, "bf16"), 2)
+        runs[("evaluate", name)] = (parity_args(name, 3, 1, "fp32", "--evaluate"), 2)
+    return run_batches("parity_worker.py", runs, tmp_path_factory.mktemp("runs"))
 
 
 # transformers' GPT-2 (its lm_head tied to wte) and Llama, built from small random configs.
 @pytest.mark.parametrize("world", [1, 2])
 @pytest.mark.parametrize("accum", [1, 2])
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
-@pytest.mark.parametrize("name", ["gpt2", "llama"])
-def test_transformers_fp32(ranks, name, stage, accum, world):
-    results = ranks("parity_worker.py", ["--model", name, "--stage", stage, "--accum", accum, "--micro", MICRO,
-                                         "--steps", STEPS], world)
+@pytest.mark.parametrize("name", NAMES)
+def test_transformers_fp32(runs, name, stage, accum, world):
+    results = batch_result(runs, ("fp32", name, stage, accum, world))
     check(results, models.reference(name, STEPS, world, accum, MICRO), "fp32", world, accum, name)
 
 
 @pytest.mark.parametrize("stage", [0, 3])
-@pytest.mark.parametrize("name", ["gpt2", "llama"])
-def test_transformers_bf16(ranks, name, stage):
-    results = ranks("parity_worker.py", ["--model", name, "--stage", stage, "--accum", 2, "--micro", MICRO,
-                                         "--steps", STEPS, "--dtype", "bf16"], 2)
+@pytest.mark.parametrize("name", NAMES)
+def test_transformers_bf16(runs, name, stage):
+    results = batch_result(runs, ("bf16", name, stage))
     check(results, models.reference(name, STEPS, 2, 2, MICRO, "bf16"), "bf16", 2, 2, name)
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama"])
-def test_stage3_no_grad_evaluation_and_generate(ranks, name):
+@pytest.mark.parametrize("name", NAMES)
+def test_stage3_no_grad_evaluation_and_generate(runs, name):
     """Under stage 3 at world 2, a torch.no_grad() evaluation and a greedy model.generate() on the
     trained model give what the plain PyTorch model with the oracle's weights gives."""
-    results = ranks("parity_worker.py", ["--model", name, "--stage", 3, "--accum", 1, "--micro", MICRO,
-                                         "--steps", STEPS, "--evaluate"], 2)
+    results = batch_result(runs, ("evaluate", name))
     ref_losses, ref_norms, ref_state = models.reference(name, STEPS, 2, 1, MICRO)
     check(results, (ref_losses, ref_norms, ref_state), "fp32", 2, 1, name)
     model = models.build(name)
