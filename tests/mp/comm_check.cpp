@@ -17,6 +17,8 @@
 
 #include <ATen/ATen.h>
 
+#include <signal.h>
+
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -220,6 +222,17 @@ int main(int argc, char** argv) {
     options.bucket_nbytes = 64;   // several buckets per coalesced call
     auto c = adopt ? adopt_gloo_group(options) : comm::Communicator::init(options);
     const int ws = c.world_size();
+    if (c.backend() == comm::BackendKind::kGloo) {
+      // A peer that dies must surface as a CommError from Gloo's write (EPIPE), not kill this
+      // rank with SIGPIPE before it can say which peer is gone.
+      ++g_checks;
+      struct sigaction sigpipe{};
+      ::sigaction(SIGPIPE, nullptr, &sigpipe);
+      if (sigpipe.sa_handler != SIG_IGN) {
+        ++g_failures;
+        std::cerr << "FAIL SIGPIPE is not ignored under the gloo backend" << std::endl;
+      }
+    }
     for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble, at::kLong}) {
       for (int64_t numel : {int64_t{1}, int64_t{ws}, int64_t{4 * ws + 1}, int64_t{1000}}) check_all(c, numel, dtype);
       check_coalesced(c, dtype);

@@ -5,6 +5,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include <signal.h>
+
 #include <algorithm>
 
 #include "zerotrain/comm/c10d_backend.h"
@@ -103,9 +105,24 @@ class GlooBackend final : public C10dBackend<c10d::ProcessGroupGloo> {
   bool abandoned_ = false;
 };
 
+// Gloo writes to its peers' sockets without MSG_NOSIGNAL. Under SIGPIPE's default action a
+// peer that died would then kill this rank too, silently and at once: the collective never
+// reports which peer is gone, and the launcher may see this rank's death before the one that
+// caused it and name the wrong rank. Ignored, the write fails with EPIPE and the collective
+// throws a CommError naming the peer. A handler the program set itself is left alone (Python
+// ignores SIGPIPE already).
+void ignore_sigpipe_unless_handled() {
+  struct sigaction current{};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL &&
+      (current.sa_flags & SA_SIGINFO) == 0) {
+    ::signal(SIGPIPE, SIG_IGN);
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Backend> make_gloo_backend(const RendezvousInfo& where, const CommOptions& options) {
+  ignore_sigpipe_unless_handled();
   return std::make_unique<GlooBackend>(where, options);
 }
 
