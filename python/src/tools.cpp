@@ -7,6 +7,7 @@
 #include "zerotrain/checkpoint/locate.h"
 #include "zerotrain/checkpoint/reader.h"
 #include "zerotrain/comm/job_token.h"
+#include "zerotrain/comm/process_group.h"
 #include "zerotrain/comm/rendezvous.h"
 #include "zerotrain/comm/store_listener.h"
 #include "zerotrain/core/error.h"
@@ -69,6 +70,10 @@ void bind_tools(py::module_& m) {
     py::gil_scoped_release no_gil;
     comm::detail::check_job_token(*held, rank, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
   }, "Raises CommError when the store belongs to another job (ZEROTRAIN_JOB_TOKEN).");
+  m.def("release_adopted_groups", [] {
+    py::gil_scoped_release no_gil;   // a group's destructor joins threads that may want the GIL
+    return comm::release_adopted_groups();
+  }, "Drops every engine's hold on torch.distributed's group (zerotrain/comm/process_group.h).");
   m.def("zero2_report", [](double total_params, int64_t gpus_per_node, int64_t nodes, double buffer_factor) {
     return estimate::zero2_report(total_params, {gpus_per_node, nodes, buffer_factor});
   });

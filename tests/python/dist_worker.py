@@ -17,10 +17,34 @@ import models  # noqa: E402
 import zerotrain as deepspeed  # noqa: E402
 
 
+def gloo_threads():
+    names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+    return sum(1 for n in names if n == "pt_gloo_runloop")
+
+
+def exit_release(engine, x, y, world, rank):
+    from zerotrain.comm import _release_at_exit
+    from zerotrain.errors import CommError
+    before = gloo_threads()
+    _release_at_exit()
+    after = gloo_threads()
+    try:
+        loss = engine(*models.micro_batch(x, y, 0, world, 1, 2, rank, 0))
+        engine.backward(loss)
+        engine.step()
+        error = ""
+    except CommError as e:
+        error = str(e)
+    return {"gloo_threads_before": before, "gloo_threads_after": after, "error_after_release": error}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--torch_first", action="store_true")
     ap.add_argument("--own_group", action="store_true", help="the config names a backend: the engine opens its own")
+    ap.add_argument("--exit_release", action="store_true",
+                    help="then run the package's exit handler by hand: Gloo's threads must be gone after it, and "
+                         "the engine's next collective must raise CommError")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     if args.torch_first:
@@ -42,8 +66,9 @@ def main():
     sockets = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mp", "listening_sockets.py")
     store = subprocess.run([sys.executable, sockets, "--port", os.environ["MASTER_PORT"]], capture_output=True,
                            text=True, check=True).stdout.split("\n")
+    released = exit_release(engine, x, y, world, rank) if args.exit_release else {}
     with open(f"{args.out}.rank{rank}.json", "w") as f:
-        json.dump({"rank": rank, "sum": t.item(), "steps": engine.global_steps,
+        json.dump({**released, "rank": rank, "sum": t.item(), "steps": engine.global_steps,
                    "norm": engine.get_global_grad_norm(),
                    "backend": engine._engine.backend(), "module": deepspeed.__file__,
                    "store_listens": [line for line in store if line]}, f)

@@ -60,3 +60,16 @@ def test_a_named_backend_opens_the_engines_own_group(tmp_path):
                os.path.join(HERE, "dist_worker.py"), "--torch_first", "--own_group", "--out", f"{tmp_path}/result"],
               tmp_path), backend="shm")
     assert 'comm: the engine opens its own process group: the job names the "gloo" backend' in (tmp_path / "output.txt").read_text()
+
+
+def test_the_group_is_released_before_python_finalizes(tmp_path):
+    """At interpreter exit the package's handler has the engine let go of torch.distributed's
+    group and destroys the group it made: Gloo's worker threads end while Python still runs (one
+    that frees a Python tensor during finalization aborts the process). After it, the engine's
+    collectives raise CommError instead of touching a group that is gone."""
+    results = run([sys.executable, "-m", "zerotrain.launcher", "--nproc_per_node", "2", "--", sys.executable,
+                   os.path.join(HERE, "dist_worker.py"), "--exit_release", "--out", f"{tmp_path}/result"], tmp_path)
+    check(results)
+    for r in results:
+        assert r["gloo_threads_before"] > 0 and r["gloo_threads_after"] == 0, r
+        assert "released at interpreter exit" in r["error_after_release"], r

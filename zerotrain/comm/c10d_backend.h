@@ -6,6 +6,7 @@
 
 #include "zerotrain/comm/backend.h"
 #include "zerotrain/comm/c10d_flat.h"
+#include "zerotrain/core/error.h"
 
 namespace zerotrain::comm::detail {
 
@@ -16,28 +17,38 @@ class C10dBackend : public Backend {
     std::vector<at::Tensor> tensors{tensor};
     c10d::AllreduceOptions o;
     o.reduceOp = to_c10d(op);
-    return wrap(pg_->allreduce(tensors, o));
+    return wrap(group().allreduce(tensors, o));
   }
   WorkPtr reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op) override {
     at::Tensor in = input, out = output;
     c10d::ReduceScatterOptions o;
     o.reduceOp = to_c10d(op);
-    return wrap(reduce_scatter_flat(*pg_, out, in, o));
+    return wrap(reduce_scatter_flat(group(), out, in, o));
   }
   WorkPtr all_gather(const at::Tensor& input, const at::Tensor& output) override {
     at::Tensor in = input, out = output;
-    return wrap(all_gather_flat(*pg_, out, in));
+    return wrap(all_gather_flat(group(), out, in));
   }
   WorkPtr broadcast(const at::Tensor& tensor, int root) override {
     std::vector<at::Tensor> tensors{tensor};
     c10d::BroadcastOptions o;
     o.rootRank = root;
-    return wrap(pg_->broadcast(tensors, o));
+    return wrap(group().broadcast(tensors, o));
   }
-  WorkPtr barrier() override { return wrap(pg_->barrier()); }
+  WorkPtr barrier() override { return wrap(group().barrier()); }
 
  protected:
-  c10::intrusive_ptr<Group> pg_;
+  c10::intrusive_ptr<Group> pg_;   // null once released (process_group.h: release_adopted_groups)
+
+  Group& group() {
+    if (!pg_) {
+      throw CommError("this engine's process group was released at interpreter exit (the Python package "
+                      "releases torch.distributed's group then, so that its threads end before Python does); "
+                      "no collective can run after that: finish training before the script ends",
+                      "comm");
+    }
+    return *pg_;
+  }
 
  private:
   static WorkPtr wrap(c10::intrusive_ptr<c10d::Work> work) { return std::make_shared<C10dWork>(std::move(work)); }

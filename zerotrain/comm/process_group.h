@@ -26,4 +26,13 @@ struct AdoptedGroup {
 // checks apply as with any backend.
 Communicator adopt_process_group(AdoptedGroup adopted, at::Device device, CommOptions options = {});
 
+// Drops every adopted group's reference held by a Communicator still alive, so that
+// torch.distributed.destroy_process_group() really ends the group: c10d's Gloo backend joins
+// its worker threads only in its destructor. The Python package calls it at interpreter exit,
+// before Python finalizes: a worker thread that frees a Python tensor after that aborts the
+// process ("terminate called without an active exception"). A collective on a released
+// Communicator throws CommError. Call it with no collective in flight. Returns how many
+// groups it released.
+int release_adopted_groups();
+
 }  // namespace zerotrain::comm

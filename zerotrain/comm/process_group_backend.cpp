@@ -2,6 +2,11 @@
 // the group's own backends own the transport, and the Communicator composes what they lack.
 #include "zerotrain/comm/process_group.h"
 
+#include <mutex>
+#include <set>
+#include <utility>
+#include <vector>
+
 #include "zerotrain/comm/c10d_backend.h"
 #include "zerotrain/comm/store.h"
 #include "zerotrain/core/error.h"
@@ -28,10 +33,26 @@ class NoBoard final : public ProgressBoard {
   int world_size_;
 };
 
+class ProcessGroupBackend;
+
+// The adopted groups' backends alive in this process, for release_adopted_groups().
+struct LiveBackends {
+  std::mutex mutex;
+  std::set<ProcessGroupBackend*> backends;
+};
+LiveBackends& live_backends() {
+  static auto* live = new LiveBackends();   // never destroyed: backends may outlive static destruction
+  return *live;
+}
+
 class ProcessGroupBackend final : public C10dBackend<c10d::ProcessGroup> {
  public:
   explicit ProcessGroupBackend(AdoptedGroup adopted)
       : rank_(adopted.group->getRank()), world_size_(adopted.group->getSize()) {
+    {
+      std::lock_guard lock(live_backends().mutex);
+      live_backends().backends.insert(this);
+    }
     pg_ = std::move(adopted.group);
     const std::string name = pg_->getBackendName();
     // Gloo and NCCL reduce every floating type (bf16 included) and int64; anything else
@@ -43,6 +64,14 @@ class ProcessGroupBackend final : public C10dBackend<c10d::ProcessGroup> {
       board_ = std::make_unique<NoBoard>(world_size_);
     }
   }
+
+  ~ProcessGroupBackend() override {
+    std::lock_guard lock(live_backends().mutex);
+    live_backends().backends.erase(this);
+  }
+
+  // The group, given up (null when it was already).
+  c10::intrusive_ptr<c10d::ProcessGroup> release() { return std::exchange(pg_, {}); }
 
   BackendKind kind() const override { return BackendKind::kProcessGroup; }
   int rank() const override { return rank_; }
@@ -64,6 +93,22 @@ class ProcessGroupBackend final : public C10dBackend<c10d::ProcessGroup> {
 
 }  // namespace
 }  // namespace detail
+
+int release_adopted_groups() {
+  // Taken out under the lock, dropped after it: a group's destructor joins its threads.
+  std::vector<c10::intrusive_ptr<c10d::ProcessGroup>> dropped;
+  int released = 0;
+  {
+    std::lock_guard lock(detail::live_backends().mutex);
+    for (auto* backend : detail::live_backends().backends) {
+      if (auto group = backend->release()) {
+        dropped.push_back(std::move(group));
+        ++released;
+      }
+    }
+  }
+  return released;
+}
 
 namespace {
 // ProcessGroup::hasBackendForDeviceType is newer than the oldest LibTorch this builds against

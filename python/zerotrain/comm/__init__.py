@@ -3,6 +3,7 @@ from the launcher's environment as the engine reads it (zerotrain launch, torchr
 deepspeed launcher, Slurm, mpirun), and init_distributed, which makes torch.distributed
 usable as DeepSpeed's does."""
 
+import atexit
 import datetime
 import os
 
@@ -26,6 +27,28 @@ def _share_torch_store():
     port = os.environ.get("MASTER_PORT")
     if isinstance(store, torch.distributed.TCPStore) and port is not None and store.port == int(port):
         os.environ["ZEROTRAIN_STORE_SERVED"] = "1"
+
+
+_exit_handler = {"registered": False, "destroy": False}
+
+
+def _release_at_exit():
+    """At interpreter exit, before Python finalizes: the engines let go of torch.distributed's
+    group, and a group that init_distributed made is destroyed, so that its worker threads end
+    now. Left for finalization, a Gloo worker thread that frees the last reference to a Python
+    tensor (one of the script's own collectives, such as the Trainer's gathers) wants the GIL
+    after Python has stopped giving it, and the process aborts ("terminate called without an
+    active exception") after the script succeeded."""
+    _C.release_adopted_groups()
+    if _exit_handler["destroy"] and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+def _release_group_at_exit(destroy=False):
+    _exit_handler["destroy"] = _exit_handler["destroy"] or destroy
+    if not _exit_handler["registered"]:
+        _exit_handler["registered"] = True
+        atexit.register(_release_at_exit)
 
 
 def _adoptable_group(config_text, device):
@@ -53,6 +76,7 @@ def _adoptable_group(config_text, device):
         if where["rank"] == 0:
             _C.log_info(f"comm: the engine opens its own process group: {reason}")
         return None, None
+    _release_group_at_exit()
     return group, torch.distributed.distributed_c10d._get_default_store()
 
 
@@ -84,6 +108,7 @@ def init_distributed(dist_backend=None, auto_mpi_discovery=True, distributed_por
     else:   # the script's rendezvous, or torchrun's agent serving the store: theirs
         torch.distributed.init_process_group(backend=backend, init_method=init_method or "env://",
                                              rank=where["rank"], world_size=where["world_size"], timeout=timeout)
+    _release_group_at_exit(destroy=True)
     _share_torch_store()
 
 
