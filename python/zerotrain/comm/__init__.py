@@ -38,10 +38,15 @@ def _release_at_exit():
     now. Left for finalization, a Gloo worker thread that frees the last reference to a Python
     tensor (one of the script's own collectives, such as the Trainer's gathers) wants the GIL
     after Python has stopped giving it, and the process aborts ("terminate called without an
-    active exception") after the script succeeded."""
-    _C.release_adopted_groups()
-    if _exit_handler["destroy"] and torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
+    active exception") after the script succeeded. Checkpoints still being written in the
+    background are published first: that takes the group."""
+    from ..runtime import engine as _engine
+    try:
+        _engine._publish_in_flight()
+    finally:
+        _C.release_adopted_groups()
+        if _exit_handler["destroy"] and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
 
 
 def _release_group_at_exit(destroy=False):

@@ -449,7 +449,8 @@ class DeepSpeedEngine(torch.nn.Module):
 # directory. The C++ engine is held here, not the Python one: a Python engine freed first (at
 # different times on different ranks) must not publish on some ranks and not on others. A
 # script that destroys its torch.distributed group before it exits must call
-# wait_for_checkpoint() first.
+# wait_for_checkpoint() first; the package's own exit handler, which releases the group
+# (zerotrain.comm), calls this first.
 _IN_FLIGHT = {}
 
 
