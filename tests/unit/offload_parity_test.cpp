@@ -365,6 +365,108 @@ TEST(OffloadSave, StreamsNvmeStatesWithoutHoldingThem) {
   for (size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(torch::equal(p[i], q[i])) << i;
 }
 
+// A load streams them into the store the same way: a piece of a fragment at a time, through
+// the store's own buffers. Bringing the states in whole, as a load once did, held all 192 MiB
+// of them at once. Then training goes on from the loaded states as from the saved run.
+TEST(OffloadLoad, StreamsNvmeStatesWithoutHoldingThem) {
+  const ScratchDir scratch("streamed_load");
+  fs::create_directories(scratch.path / "swap");
+  const std::string config = R"({"train_batch_size": 2, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+      "zero_optimization": {"stage": 2, "sub_group_size": 1000000,
+        "offload_optimizer": {"device": "nvme", "nvme_path": ")" + (scratch.path / "swap").string() + R"("}}})";
+  const auto model = [](int seed) {
+    torch::manual_seed(seed);
+    return torch::nn::Sequential(torch::nn::Linear(2048, 4096), torch::nn::Linear(4096, 2048));
+  };
+  const auto step = [](zerotrain::Engine& engine, torch::nn::Sequential& net, int seed) {
+    torch::manual_seed(100 + seed);
+    auto x = torch::randn({2, 2048});
+    engine.backward(torch::mse_loss(net->forward(x), x));
+    engine.step();
+  };
+  auto saved_net = model(5);
+  std::vector<torch::Tensor> want;
+  {
+    auto saved = zerotrain::initialize(saved_net.ptr(), zerotrain::Config::from_string(config));
+    for (int s = 0; s < 2; ++s) step(saved, saved_net, s);
+    saved.save_checkpoint((scratch.path / "ckpt").string(), "");
+    step(saved, saved_net, 2);
+    for (const auto& p : saved_net->parameters()) want.push_back(p.detach().clone());
+  }
+  auto net = model(6);
+  auto engine = zerotrain::initialize(net.ptr(), zerotrain::Config::from_string(config));
+  const int64_t params = 2 * 2048 * 4096 + 4096 + 2048;
+  const int64_t before = peak_rss_bytes();
+  ASSERT_TRUE(engine.load_checkpoint((scratch.path / "ckpt").string(), "").has_value());
+  const int64_t grown = peak_rss_bytes() - before;
+  EXPECT_LT(grown, params * 12 / 8) << "the load raised peak memory by " << grown / (1 << 20) << " MiB; the states are "
+                                    << params * 12 / (1 << 20) << " MiB";
+  step(engine, net, 2);
+  auto got = net->parameters();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(torch::equal(got[i], want[i])) << "parameter " << i;
+}
+
+// The load options on states streamed into files do what they do on states in memory: with
+// load_optimizer_states false the weights load and the moments stay the engine's own; with
+// load_module_strict false a parameter the checkpoint lacks keeps its weights and its moments
+// start at zero. The same load into an engine without offload is the reference: one step
+// after it, both have the same bits.
+TEST(OffloadLoad, OptionsOnNvmeStatesAsWithoutOffload) {
+  const ScratchDir scratch("streamed_load_options");
+  fs::create_directories(scratch.path / "swap");
+  const auto config = [&](bool nvme) {
+    const std::string offload = nvme ? R"(, "offload_optimizer": {"device": "nvme", "nvme_path": ")" +
+                                           (scratch.path / "swap").string() + R"("})"
+                                     : "";
+    return zerotrain::Config::from_string(R"({"train_batch_size": 2, "optimizer": {"type": "AdamW",
+        "params": {"lr": 0.01}}, "zero_optimization": {"stage": 2, "sub_group_size": 100)" + offload + "}}");
+  };
+  const auto model = [](bool extra) {
+    torch::manual_seed(3);
+    auto net = torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::Linear(16, 8));
+    if (extra) net->push_back(torch::nn::Linear(8, 8));   // not in the checkpoint
+    return net;
+  };
+  const auto step = [](zerotrain::Engine& engine, torch::nn::Sequential& net, int seed) {
+    torch::manual_seed(200 + seed);
+    auto x = torch::randn({2, 8});
+    engine.backward(torch::mse_loss(net->forward(x), x));
+    engine.step();
+  };
+  {
+    auto net = model(false);
+    torch::manual_seed(9);
+    for (auto& p : net->parameters()) p.data().normal_();   // other weights than a fresh model's
+    auto engine = zerotrain::initialize(net.ptr(), config(false));
+    for (int s = 0; s < 2; ++s) step(engine, net, s);
+    engine.save_checkpoint((scratch.path / "ckpt").string(), "");
+  }
+  struct Case {
+    const char* name;
+    zerotrain::CheckpointLoadOptions options;
+    bool extra;
+  };
+  zerotrain::CheckpointLoadOptions no_optimizer, not_strict;
+  no_optimizer.load_optimizer_states = false;
+  not_strict.load_module_strict = false;
+  for (const Case& c : {Case{"load_optimizer_states false", no_optimizer, false},
+                        Case{"load_module_strict false", not_strict, true}}) {
+    SCOPED_TRACE(c.name);
+    std::vector<std::vector<torch::Tensor>> after;
+    for (bool nvme : {false, true}) {
+      auto net = model(c.extra);
+      auto engine = zerotrain::initialize(net.ptr(), config(nvme));
+      step(engine, net, 7);   // moments of the engine's own, for a load that keeps them
+      ASSERT_TRUE(engine.load_checkpoint((scratch.path / "ckpt").string(), "", c.options).has_value());
+      step(engine, net, 8);
+      after.emplace_back();
+      for (const auto& p : net->parameters()) after.back().push_back(p.detach().clone());
+    }
+    ASSERT_EQ(after[0].size(), after[1].size());
+    for (size_t i = 0; i < after[0].size(); ++i) EXPECT_TRUE(torch::equal(after[0][i], after[1][i])) << "parameter " << i;
+  }
+}
+
 // An asynchronous save reads the streamed states into its snapshot: its rank file is the
 // synchronous save's, byte for byte, from the same training.
 TEST(OffloadSave, AnAsynchronousSaveOfNvmeStatesWritesTheSameFile) {

@@ -155,19 +155,43 @@ CheckpointReader::OpenFile& CheckpointReader::open(int rank) {
 
 const SafetensorsHeader& CheckpointReader::header(int rank) { return open(rank).header; }
 
-void CheckpointReader::read_tensor(int rank, std::string_view key, Dtype dtype, void* out, int64_t nbytes) {
-  OpenFile& f = open(rank);
+const TensorEntry& CheckpointReader::checked_entry(OpenFile& f, std::string_view key, Dtype dtype, int64_t nbytes,
+                                                   uint64_t& checksum) {
   const std::string name = f.file.path().string();
   const TensorEntry* t = f.header.find(key);
   ZT_CHECK(t != nullptr, CheckpointError, name, ": has no tensor \"", key, "\" although the manifest names it");
   ZT_CHECK(t->dtype == dtype && t->nbytes() == nbytes, CheckpointError, name, ": tensor \"", key, "\" is ",
            dtype_tag(t->dtype), " of ", t->nbytes(), " bytes; expected ", dtype_tag(dtype), " of ", nbytes);
   const auto sum = f.header.metadata.find(std::string(kTensorChecksumPrefix) + std::string(key));
-  uint64_t expected = 0;
-  ZT_CHECK(sum != f.header.metadata.end() && from_hex(sum->second, expected), CheckpointError, name,
+  ZT_CHECK(sum != f.header.metadata.end() && from_hex(sum->second, checksum), CheckpointError, name,
            ": tensor \"", key, "\" has no checksum in the header");
-  f.file.read_at(f.header.data_offset + t->begin, out, nbytes);
-  ZT_CHECK(checksum_of(out, nbytes) == expected, CheckpointError, name, ": tensor \"", key,
+  return *t;
+}
+
+void CheckpointReader::read_tensor(int rank, std::string_view key, Dtype dtype, void* out, int64_t nbytes) {
+  OpenFile& f = open(rank);
+  uint64_t expected = 0;
+  const TensorEntry& t = checked_entry(f, key, dtype, nbytes, expected);
+  f.file.read_at(f.header.data_offset + t.begin, out, nbytes);
+  ZT_CHECK(checksum_of(out, nbytes) == expected, CheckpointError, f.file.path().string(), ": tensor \"", key,
+           "\" does not match its checksum (the file is damaged)");
+}
+
+void CheckpointReader::read_tensor_in_pieces(int rank, std::string_view key, Dtype dtype, int64_t nbytes,
+                                             int64_t piece_bytes, const PieceSink& sink) {
+  OpenFile& f = open(rank);
+  uint64_t expected = 0;
+  const TensorEntry& t = checked_entry(f, key, dtype, nbytes, expected);
+  ZT_INTERNAL_ASSERT(piece_bytes > 0 && piece_bytes % dtype_size(dtype) == 0, "pieces of whole elements");
+  std::vector<char> piece(static_cast<size_t>(std::min(piece_bytes, std::max<int64_t>(nbytes, 1))));
+  Checksum sum;
+  for (int64_t offset = 0; offset < nbytes; offset += piece_bytes) {
+    const int64_t n = std::min(piece_bytes, nbytes - offset);
+    f.file.read_at(f.header.data_offset + t.begin + offset, piece.data(), n);
+    sum.update(piece.data(), n);
+    sink(offset, piece.data(), n);
+  }
+  ZT_CHECK(sum.digest() == expected, CheckpointError, f.file.path().string(), ": tensor \"", key,
            "\" does not match its checksum (the file is damaged)");
 }
 

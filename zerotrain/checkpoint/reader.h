@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,6 +53,13 @@ class CheckpointReader {
   // Tensor `key` of rank `rank`'s file, whole, into `out` (exactly `nbytes`), after checking
   // its dtype and size; its checksum is checked after reading.
   void read_tensor(int rank, std::string_view key, Dtype dtype, void* out, int64_t nbytes);
+  // The same tensor `piece_bytes` at a time (a multiple of the element size) through a buffer
+  // of that size: `sink(byte offset, bytes, n)` gets each piece in order. The checksum is
+  // checked after the last piece, so a damaged tensor has already reached the sink when the
+  // CheckpointError comes: the caller's state is then partly overwritten.
+  using PieceSink = std::function<void(int64_t offset, const void* data, int64_t nbytes)>;
+  void read_tensor_in_pieces(int rank, std::string_view key, Dtype dtype, int64_t nbytes, int64_t piece_bytes,
+                             const PieceSink& sink);
   // Every rank file, as a loader checks it and more: present, of its size, its header of the
   // safetensors format and holding exactly the tensors the manifest names with the dtypes and
   // shapes it implies (check_rank_header), and every byte matching the whole-file checksum
@@ -65,6 +73,8 @@ class CheckpointReader {
     SafetensorsHeader header;
   };
   OpenFile& open(int rank);
+  // Tensor `key` of `f`, checked to be `dtype` of `nbytes` with a checksum (into `checksum`).
+  const TensorEntry& checked_entry(OpenFile& f, std::string_view key, Dtype dtype, int64_t nbytes, uint64_t& checksum);
   void verify_file(int rank);
 
   std::filesystem::path dir_;

@@ -92,10 +92,16 @@ std::optional<LoadedCheckpoint> Engine::load_checkpoint(const std::string& load_
   const checkpoint::Providers providers = engine::detail::checkpoint_providers(s, options);
   const checkpoint::LoadRequest request{load_dir, tag, s.config.checkpoint.tag_validation};
   s.finish_pending_save(true);   // the checkpoint to load may be the one being written
-  // With optimizer offload the states are read from their store, loaded, and sent back.
+  // Optimizer states offloaded to files are streamed into their store (the model-states
+  // provider writes them a piece at a time); in host memory they are read from their store,
+  // loaded, and sent back.
   std::optional<checkpoint::LoadedTag> loaded;
   try {
-    loaded = s.with_states_in_memory([&] { return checkpoint::load(s.comm, providers, request); });
+    if (s.offload && s.offload->on_disk()) {
+      loaded = checkpoint::load(s.comm, providers, request);
+    } else {
+      loaded = s.with_states_in_memory([&] { return checkpoint::load(s.comm, providers, request); });
+    }
   } catch (const checkpoint::PartialLoadError& e) {
     s.damaged = std::string("the weights were partly overwritten by a load that failed (") + e.what() + ")";
     throw;

@@ -49,6 +49,13 @@ class HostStore final : public StateStore {
     std::memcpy(out, t.data_ptr<float>() + offset, static_cast<size_t>(numel) * sizeof(float));
   }
 
+  void write_range(std::size_t group, int which, int64_t offset, int64_t numel, const float* in) override {
+    const GroupStates& s = groups_.at(group);
+    const at::Tensor& t = which == 0 ? s.master : which == 1 ? s.exp_avg : s.exp_avg_sq;
+    std::memcpy(t.data_ptr<float>() + offset, in, static_cast<size_t>(numel) * sizeof(float));
+  }
+  void flush_writes() override {}
+
   int64_t host_nbytes() const override {
     int64_t total = 0;
     for (const auto& s : groups_) total += static_cast<int64_t>(s.master.nbytes() * 3);

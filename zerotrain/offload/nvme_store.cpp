@@ -156,19 +156,40 @@ class NvmeStore final : public StateStore {
     const int64_t chunk_numel = o_.max_sub_group_numel;
     for (int64_t pos = offset; pos < offset + numel;) {
       const int64_t chunk = pos / chunk_numel;
-      CachedChunk& cached = cached_[i];
-      if (cached.group != group || cached.chunk != chunk) {
-        for (auto& set : sets_) wait_writes(set);
-        const int64_t begin = chunk * chunk_numel;
-        const int64_t bytes = io::align_up(std::min(chunk_numel, g.numel - begin) * 4);
-        cached = {};   // a failed read leaves nothing cached
-        engine_->wait(engine_->submit({&g.files[i], chunk_offset_bytes(begin), sets_[0].buffers[i].data(), bytes, false}));
-        cached = {group, chunk};
-      }
       const int64_t end = std::min(offset + numel, (chunk + 1) * chunk_numel);
+      cache_chunk(group, i, chunk, true);
       std::memcpy(out + (pos - offset), data(sets_[0], i) + (pos - chunk * chunk_numel), static_cast<size_t>(end - pos) * 4);
       pos = end;
     }
+  }
+
+  void write_range(std::size_t group, int which, int64_t offset, int64_t numel, const float* in) override {
+    SwapGroup& g = groups_.at(group);
+    const auto i = static_cast<size_t>(which);
+    ZT_INTERNAL_ASSERT(i < 3 && offset >= 0 && numel >= 0 && offset + numel <= g.numel, "offload write_range out of bounds");
+    if (i > 0 && g.fresh_moments) {
+      // The moments were never written: zeros on disk first, then this range over them.
+      const MasterFill zeros = [](int64_t, int64_t n, float* out) { std::memset(out, 0, static_cast<size_t>(n) * 4); };
+      write_file(g, 1, zeros);
+      write_file(g, 2, zeros);
+      g.fresh_moments = false;
+    }
+    const int64_t chunk_numel = o_.max_sub_group_numel;
+    for (int64_t pos = offset; pos < offset + numel;) {
+      const int64_t chunk = pos / chunk_numel;
+      const int64_t begin = chunk * chunk_numel;
+      const int64_t end = std::min(offset + numel, begin + chunk_numel);
+      // A write that covers the whole chunk need not read it first.
+      const bool whole = pos == begin && end == std::min(g.numel, begin + chunk_numel);
+      cache_chunk(group, i, chunk, !whole);
+      std::memcpy(data(sets_[0], i) + (pos - begin), in + (pos - offset), static_cast<size_t>(end - pos) * 4);
+      cached_[i].dirty = true;
+      pos = end;
+    }
+  }
+
+  void flush_writes() override {
+    for (size_t i = 0; i < cached_.size(); ++i) flush_cached(i);
   }
 
   int64_t host_nbytes() const override {
@@ -248,8 +269,43 @@ class NvmeStore final : public StateStore {
   struct CachedChunk {
     std::size_t group = SIZE_MAX;
     int64_t chunk = -1;
+    bool dirty = false;   // written by write_range, not yet on disk
   };
-  void forget_cached_chunks() { cached_ = {}; }
+  // Before the first set's buffers serve anything else: what write_range left there goes to disk.
+  void forget_cached_chunks() {
+    flush_writes();
+    cached_ = {};
+  }
+
+  // Chunk `chunk` of file `i` of `group` in buffer i of the first set: the one there, or
+  // (after what is buffered there went to disk) read when `need_contents`.
+  void cache_chunk(std::size_t group, size_t i, int64_t chunk, bool need_contents) {
+    CachedChunk& cached = cached_[i];
+    if (cached.group == group && cached.chunk == chunk) return;
+    flush_cached(i);
+    for (auto& set : sets_) wait_writes(set);
+    cached = {};   // a failed read leaves nothing cached
+    if (need_contents) {
+      SwapGroup& g = groups_.at(group);
+      const int64_t begin = chunk * o_.max_sub_group_numel;
+      const int64_t bytes = io::align_up(std::min(o_.max_sub_group_numel, g.numel - begin) * 4);
+      engine_->wait(engine_->submit({&g.files[i], chunk_offset_bytes(begin), sets_[0].buffers[i].data(), bytes, false}));
+    }
+    cached = {group, chunk, false};
+  }
+
+  void flush_cached(size_t i) {
+    CachedChunk& cached = cached_[i];
+    if (!cached.dirty) return;
+    SwapGroup& g = groups_.at(cached.group);
+    const int64_t begin = cached.chunk * o_.max_sub_group_numel;
+    const int64_t numel = std::min(o_.max_sub_group_numel, g.numel - begin);
+    const int64_t bytes = io::align_up(numel * 4);
+    char* buffer = static_cast<char*>(sets_[0].buffers[i].data());
+    std::memset(buffer + numel * 4, 0, static_cast<size_t>(bytes - numel * 4));
+    engine_->wait(engine_->submit({&g.files[i], chunk_offset_bytes(begin), buffer, bytes, true}));
+    cached.dirty = false;
+  }
 
   NvmeStoreOptions o_;
   std::array<CachedChunk, 3> cached_;

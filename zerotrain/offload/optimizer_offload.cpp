@@ -68,6 +68,35 @@ std::string OptimizerOffload::describe() const {
 void OptimizerOffload::step(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer,
                             stages::Stage& stage, double grad_divisor) {
   ZT_INTERNAL_ASSERT(!in_memory_, "offload step with the states brought in");
+  std::vector<optim::AdamCoefficients> coefficients;
+  for (auto& g : groups) {
+    const optim::AdamOptions o = *optimizer.fused_adam_options(g.hyper);
+    const int64_t t = optimizer.count_step(g.index);
+    coefficients.push_back(
+        optim::adam_coefficients(o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.adamw_mode, o.bias_correction, t));
+  }
+  const float divisor = static_cast<float>(grad_divisor);
+  // A GPU stage's gradient shards come down to pinned host memory, all groups at once.
+  for (auto& g : groups) staging_->start_gradients(g.index, stage.step_gradients(g));
+  staging_->wait_gradients();
+  walk(groups, stage, [&](const SubGroup& sg, const SubGroupArrays& arrays, int64_t begin, int64_t end, char* weights_out,
+                          at::ScalarType weights_dtype) {
+    const at::Tensor& grads = staging_->host_gradients(groups[sg.group].index);
+    const int64_t local = begin - sg.offset;
+    FusedStepArrays a;
+    a.master = arrays.master + local;
+    a.exp_avg = arrays.exp_avg + local;
+    a.exp_avg_sq = arrays.exp_avg_sq + local;
+    a.grads = static_cast<const char*>(grads.data_ptr()) + begin * grads.element_size();
+    a.grad_dtype = grads.scalar_type();
+    a.weights_out = weights_out;
+    a.weights_dtype = weights_dtype;
+    a.numel = end - begin;
+    fused_adam_step(coefficients[sg.group], a, divisor);
+  });
+}
+
+void OptimizerOffload::walk(std::vector<stages::GroupState>& groups, stages::Stage& stage, const SubGroupWork& work) {
   std::vector<SubGroup> order;
   for (const auto& g : groups) {
     const int64_t numel = g.layout.shard_numel();
@@ -75,30 +104,18 @@ void OptimizerOffload::step(std::vector<stages::GroupState>& groups, optim::Flat
       order.push_back({g.index, offset, std::min(sub_group_numel_, numel - offset)});
     }
   }
-  std::vector<optim::AdamCoefficients> coefficients;
   std::vector<std::vector<stages::ShardPiece>> pieces;
-  for (auto& g : groups) {
-    const optim::AdamOptions o = *optimizer.fused_adam_options(g.hyper);
-    const int64_t t = optimizer.count_step(g.index);
-    coefficients.push_back(
-        optim::adam_coefficients(o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.adamw_mode, o.bias_correction, t));
-    pieces.push_back(stage.weight_pieces(g));
-  }
+  for (auto& g : groups) pieces.push_back(stage.weight_pieces(g));
   std::vector<std::vector<bool>> on_disk_pieces;   // per piece: filled here, handed to the stage when complete
   for (const auto& p : pieces) {
     on_disk_pieces.emplace_back();
     for (const auto& piece : p) on_disk_pieces.back().push_back(!piece.weights.defined());
   }
-  const float divisor = static_cast<float>(grad_divisor);
-  // A GPU stage's gradient shards come down to pinned host memory, all groups at once.
-  for (auto& g : groups) staging_->start_gradients(g.index, stage.step_gradients(g));
-  staging_->wait_gradients();
   store_->begin_pass(order);
   for (std::size_t k = 0; k < order.size(); ++k) {
     const SubGroup& sg = order[k];
     stages::GroupState& g = groups[sg.group];
     const SubGroupArrays arrays = store_->acquire(k);
-    const at::Tensor& grads = staging_->host_gradients(g.index);
     // The sub-group meets the stage's pieces of the shard (stage 1-2: one per bucket); the
     // weights of each overlap go to that piece. A piece whose weights live on disk is
     // filled in a tensor of its own and handed to the stage once its last element is in.
@@ -110,17 +127,8 @@ void OptimizerOffload::step(std::vector<stages::GroupState>& groups, optim::Flat
       const bool on_disk = on_disk_pieces[sg.group][pi];
       if (on_disk && !piece.weights.defined()) piece.weights = at::empty({piece.numel}, piece.dtype);
       const at::Tensor out = staging_->host_weights(sg.group, pi, piece.weights);
-      const int64_t local = begin - sg.offset;
-      FusedStepArrays a;
-      a.master = arrays.master + local;
-      a.exp_avg = arrays.exp_avg + local;
-      a.exp_avg_sq = arrays.exp_avg_sq + local;
-      a.grads = static_cast<const char*>(grads.data_ptr()) + begin * grads.element_size();
-      a.grad_dtype = grads.scalar_type();
-      a.weights_out = static_cast<char*>(out.data_ptr()) + (begin - piece.shard_offset) * out.element_size();
-      a.weights_dtype = out.scalar_type();
-      a.numel = end - begin;
-      fused_adam_step(coefficients[sg.group], a, divisor);
+      work(sg, arrays, begin, end,
+           static_cast<char*>(out.data_ptr()) + (begin - piece.shard_offset) * out.element_size(), out.scalar_type());
       if (end == piece.shard_offset + piece.numel) staging_->finish_weights(sg.group, pi, piece.weights);
       if (on_disk && end == piece.shard_offset + piece.numel) {
         stage.store_weight_piece(g, pi, piece.weights);
@@ -130,6 +138,22 @@ void OptimizerOffload::step(std::vector<stages::GroupState>& groups, optim::Flat
     store_->release(k);
   }
   store_->finish_pass();
+}
+
+void OptimizerOffload::write_state(std::size_t group, int which, int64_t offset, int64_t numel, const float* in) {
+  ZT_INTERNAL_ASSERT(!in_memory_, "offload write_state with the states brought in");
+  store_->write_range(group, which, offset, numel, in);
+}
+
+void OptimizerOffload::publish_loaded(std::vector<stages::GroupState>& groups, stages::Stage& stage) {
+  ZT_INTERNAL_ASSERT(!in_memory_, "offload publish_loaded with the states brought in");
+  store_->flush_writes();
+  // The pass a step makes, with the master's values as they are for the new weights.
+  walk(groups, stage, [](const SubGroup& sg, const SubGroupArrays& arrays, int64_t begin, int64_t end,
+                         char* weights_out, at::ScalarType weights_dtype) {
+    const at::Tensor master = at::from_blob(arrays.master + (begin - sg.offset), {end - begin}, at::kFloat);
+    at::from_blob(weights_out, {end - begin}, weights_dtype).copy_(master);
+  });
 }
 
 void OptimizerOffload::bring_in(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,12 +62,24 @@ class OptimizerOffload {
   // Elements [offset, offset + numel) of group `group`'s master (which 0), exp_avg (1) or
   // exp_avg_sq (2) shard, read from the store into `out`.
   void read_state(std::size_t group, int which, int64_t offset, int64_t numel, float* out);
+  // The reverse, for a load that streams the states in: `in` into the store, through its own
+  // buffers. Then publish_loaded() puts them on disk and gives the stage's parameters the
+  // loaded master's values (the pass over the sub-groups a step makes, with no update), for
+  // the stage's publish_weights to spread.
+  void write_state(std::size_t group, int which, int64_t offset, int64_t numel, const float* in);
+  void publish_loaded(std::vector<stages::GroupState>& groups, stages::Stage& stage);
 
   int64_t host_nbytes() const;
   int64_t disk_nbytes() const { return store_->disk_nbytes(); }
   std::string describe() const;
 
  private:
+  // One pass over every sub-group, in order: `work(sub-group, its arrays, begin, end,
+  // weights_out, weights_dtype)` for each overlap [begin, end) (shard offsets) of a sub-group
+  // with a piece of the stage's weights, which gets that overlap's weights at `weights_out`.
+  using SubGroupWork = std::function<void(const SubGroup&, const SubGroupArrays&, int64_t begin, int64_t end,
+                                          char* weights_out, at::ScalarType weights_dtype)>;
+  void walk(std::vector<stages::GroupState>& groups, stages::Stage& stage, const SubGroupWork& work);
   void hand_to_optimizer(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer);
 
   OptimizerOffloadOptions options_;

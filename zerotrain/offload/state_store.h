@@ -64,6 +64,11 @@ class StateStore {
   // of group `group` into `out`, through the store's own buffers: a save streams the states
   // from here without holding a group whole. Between passes only.
   virtual void read_range(std::size_t group, int which, int64_t offset, int64_t numel, float* out) = 0;
+  // The reverse: `numel` elements from `in` into array `which` of group `group` from
+  // `offset`, through the store's own buffers (a load streams the states in this way);
+  // flush_writes() puts what is still buffered on disk. Between passes only.
+  virtual void write_range(std::size_t group, int which, int64_t offset, int64_t numel, const float* in) = 0;
+  virtual void flush_writes() = 0;
 
   // Bytes held in host memory (states and buffers) and on disk.
   virtual int64_t host_nbytes() const = 0;

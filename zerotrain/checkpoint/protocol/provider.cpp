@@ -140,8 +140,9 @@ std::string LoadPlan::rank_file(int rank) const {
   return (reader_.dir() / reader_.manifest().files[static_cast<size_t>(rank)].name).string();
 }
 
-void LoadPlan::read_range(const ParamRecord& p, const std::string& state, int64_t lo, const at::Tensor& dst) {
-  const int64_t hi = lo + dst.numel();
+std::vector<LoadPlan::Read> LoadPlan::overlapping(const ParamRecord& p, const std::string& state, int64_t lo,
+                                                  int64_t hi) {
+  std::vector<Read> reads;
   for (const Fragment& f : p.fragments) {
     if (f.end <= lo || f.begin >= hi) continue;
     Read r{f.rank, fragment_key(state, p.name, f), {}, 0, f.numel()};
@@ -151,13 +152,31 @@ void LoadPlan::read_range(const ParamRecord& p, const std::string& state, int64_
     ZT_CHECK(e->dtype == Dtype::kF32 && e->nbytes() == f.numel() * 4, CheckpointError, file, ": tensor \"", r.key,
              "\" is not ", f.numel(), " fp32 elements");
     const int64_t a = std::max(lo, f.begin), b = std::min(hi, f.end);
-    r.dst = dst.narrow(0, a - lo, b - a);
     r.skip = a - f.begin;
+    r.at = a - lo;
+    r.count = b - a;
+    reads.push_back(std::move(r));
+  }
+  return reads;
+}
+
+void LoadPlan::read_range(const ParamRecord& p, const std::string& state, int64_t lo, const at::Tensor& dst) {
+  for (Read& r : overlapping(p, state, lo, lo + dst.numel())) {
+    r.dst = dst.narrow(0, r.at, r.count);
+    reads_.push_back(std::move(r));
+  }
+}
+
+void LoadPlan::read_range_to(const ParamRecord& p, const std::string& state, int64_t lo, int64_t numel, Sink sink) {
+  for (Read& r : overlapping(p, state, lo, lo + numel)) {
+    r.sink = sink;
     reads_.push_back(std::move(r));
   }
 }
 
 void LoadPlan::zero_with_reads(const at::Tensor& t) { zero_.push_back(t); }
+
+void LoadPlan::zero_to(int64_t numel, Sink sink) { zero_sinks_.emplace_back(numel, std::move(sink)); }
 
 at::Tensor LoadPlan::read_now(int rank, const std::string& key, Dtype dtype, const std::vector<int64_t>& shape) {
   at::Tensor t = at::empty(shape, scalar_type(dtype));
@@ -167,8 +186,19 @@ at::Tensor LoadPlan::read_now(int rank, const std::string& key, Dtype dtype, con
 
 void LoadPlan::execute_reads() {
   at::NoGradGuard no_grad;
+  // A sink gets its fragments this many bytes at a time.
+  constexpr int64_t kPieceBytes = int64_t{4} << 20;
   for (const Read& r : reads_) {
     const int64_t nbytes = r.fragment_numel * 4;
+    if (r.sink) {
+      const int64_t first = r.skip, last = r.skip + r.count;   // the fragment's elements the sink wants
+      reader_.read_tensor_in_pieces(r.rank, r.key, Dtype::kF32, nbytes, kPieceBytes,
+                                    [&](int64_t offset, const void* data, int64_t n) {
+                                      const int64_t a = std::max(first, offset / 4), b = std::min(last, (offset + n) / 4);
+                                      if (a < b) r.sink(r.at + (a - first), static_cast<const float*>(data) + (a - offset / 4), b - a);
+                                    });
+      continue;
+    }
     // A CPU destination that is the whole fragment gets the file's bytes directly.
     if (r.skip == 0 && r.dst.numel() == r.fragment_numel && r.dst.is_cpu() && r.dst.is_contiguous()) {
       reader_.read_tensor(r.rank, r.key, Dtype::kF32, r.dst.data_ptr(), nbytes);
@@ -182,6 +212,10 @@ void LoadPlan::execute_reads() {
     r.dst.copy_(whole.narrow(0, r.skip, r.dst.numel()));
   }
   for (const at::Tensor& t : zero_) t.zero_();
+  const std::vector<float> zeros(static_cast<size_t>(kPieceBytes / 4), 0.0f);
+  for (const auto& [numel, sink] : zero_sinks_) {
+    for (int64_t i = 0; i < numel; i += kPieceBytes / 4) sink(i, zeros.data(), std::min(kPieceBytes / 4, numel - i));
+  }
 }
 
 }  // namespace zerotrain::checkpoint

@@ -10,6 +10,8 @@
 //          the planned reads, then commit_load() once every rank's reads succeeded.
 #pragma once
 
+#include <functional>
+
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -80,8 +82,15 @@ class LoadPlan {
   // ("fp32" for the weights) of `param`, from the saved fragments that overlap them; each
   // is checked now to be in its rank's file with the right size.
   void read_range(const ParamRecord& param, const std::string& state, int64_t lo, const at::Tensor& dst);
+  // The same for a destination that is not a tensor in memory (optimizer states in files):
+  // `sink(i, values, n)` gets elements [lo + i, lo + i + n) of the range, a piece of a
+  // fragment at a time, so that no fragment is ever in memory whole.
+  using Sink = std::function<void(int64_t index, const float* values, int64_t count)>;
+  void read_range_to(const ParamRecord& param, const std::string& state, int64_t lo, int64_t numel, Sink sink);
   // `t` is zeroed with the reads (state the checkpoint lacks).
   void zero_with_reads(const at::Tensor& t);
+  // `numel` zeros into `sink`, with the reads.
+  void zero_to(int64_t numel, Sink sink);
   // A small tensor of a rank's file, read into host memory now (planning is the time to
   // find it missing or of the wrong kind).
   at::Tensor read_now(int rank, const std::string& key, Dtype dtype, const std::vector<int64_t>& shape);
@@ -96,11 +105,19 @@ class LoadPlan {
     at::Tensor dst;   // 1-D fp32: gets the fragment's elements [skip, skip + dst.numel())
     int64_t skip = 0;
     int64_t fragment_numel = 0;
+    // Or, without dst: `sink` gets the fragment's elements [skip, skip + count) at index `at`.
+    Sink sink;
+    int64_t at = 0;
+    int64_t count = 0;
   };
+  // The fragments of `param`'s `state` overlapping [lo, hi), each checked to be in its rank's
+  // file with the right size: Reads with skip set, and `at`/`count` relative to lo.
+  std::vector<Read> overlapping(const ParamRecord& param, const std::string& state, int64_t lo, int64_t hi);
   CheckpointReader& reader_;
   int rank_, world_size_;
   std::vector<Read> reads_;
   std::vector<at::Tensor> zero_;
+  std::vector<std::pair<int64_t, Sink>> zero_sinks_;
 };
 
 class StateProvider {

@@ -102,6 +102,10 @@ class ModelStates final : public checkpoint::StateProvider {
     }
     const std::vector<std::string> states = load_optimizer_ ? m.optimizer_states : std::vector<std::string>{};
     const bool sharded = s_.traits().shards_optimizer;
+    if (streamed()) {
+      plan_streamed(plan, states, sharded);
+      return;
+    }
     // Fragments go straight into the engine's buffers; an optimizer that has not stepped yet
     // gets its state tensors here.
     for (GroupState& g : s_.groups) {
@@ -114,7 +118,6 @@ class ModelStates final : public checkpoint::StateProvider {
                                  ? it->second
                                  : at::empty({weights.numel()}, weights.options().dtype(at::kFloat));
       }
-      int64_t steps = -1;
       for (const auto& piece : checkpoint::held_pieces(g.layout, sharded, plan.world_size(), plan.rank())) {
         const checkpoint::ParamRecord* p = m.find_param(g.param_names[piece.param]);
         // A parameter the checkpoint lacks (load_module_strict false) keeps its weights; its
@@ -123,37 +126,76 @@ class ModelStates final : public checkpoint::StateProvider {
           for (auto& [name, t] : group_states) plan.zero_with_reads(t.narrow(0, piece.local_offset, piece.in_param.numel));
           continue;
         }
-        if (steps < 0) steps = m.groups[static_cast<size_t>(p->group)].optimizer_steps;
         plan.read_range(*p, "fp32", piece.in_param.offset, weights.narrow(0, piece.local_offset, piece.in_param.numel));
         for (auto& [name, t] : group_states) {
           plan.read_range(*p, name, piece.in_param.offset, t.narrow(0, piece.local_offset, piece.in_param.numel));
         }
       }
-      if (steps < 0) {   // this rank holds none of the group: its step count is the group's anyway
-        for (const auto& name : g.param_names) {
-          if (const auto* p = m.find_param(name)) {
-            steps = m.groups[static_cast<size_t>(p->group)].optimizer_steps;
-            break;
-          }
-        }
-      }
       states_.push_back(std::move(group_states));
-      steps_.push_back(std::max<int64_t>(steps, 0));
+      steps_.push_back(saved_steps(m, g));
     }
   }
 
   void commit_load(const checkpoint::Manifest&) override {
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < s_.groups.size(); ++i) {
-      if (load_optimizer_) s_.optimizer->restore(s_.groups[i].index, steps_[i], std::move(states_[i]));
+      if (!load_optimizer_) continue;
+      if (streamed()) {
+        s_.optimizer->restore(s_.groups[i].index, steps_[i], {});   // the states are the store's
+      } else {
+        s_.optimizer->restore(s_.groups[i].index, steps_[i], std::move(states_[i]));
+      }
     }
+    // Streamed into files: the stage's parameters get the loaded master from there.
+    if (streamed()) s_.offload->publish_loaded(s_.groups, *s_.stage);
     s_.stage->publish_weights(s_.groups);
   }
 
  private:
   // Optimizer states offloaded to files (nvme) and not brought in: a save streams them from
-  // the store (peak memory: the store's buffers), the weights too, as the store's master.
+  // the store and a load into it (peak memory: the store's buffers and a piece of a fragment),
+  // the weights too, as the store's master.
   bool streamed() const { return s_.offload && s_.offload->on_disk() && !s_.offload->in_memory(); }
+
+  // The step count the checkpoint gives group `g`: its first saved parameter's group's.
+  static int64_t saved_steps(const checkpoint::Manifest& m, const GroupState& g) {
+    for (const auto& name : g.param_names) {
+      if (const auto* p = m.find_param(name)) return std::max<int64_t>(m.groups[static_cast<size_t>(p->group)].optimizer_steps, 0);
+    }
+    return 0;
+  }
+
+  // A load into the offload store's files: each fragment a piece at a time, straight to the
+  // store's array at the held piece's place (master for "fp32"; the moments for Adam's states).
+  void plan_streamed(checkpoint::LoadPlan& plan, const std::vector<std::string>& states, bool sharded) {
+    const checkpoint::Manifest& m = plan.manifest();
+    std::vector<std::pair<std::string, int>> arrays{{"fp32", 0}};
+    for (const auto& name : states) {
+      const int which = name == "exp_avg" ? 1 : name == "exp_avg_sq" ? 2 : -1;
+      ZT_CHECK(which > 0, CheckpointError, plan.manifest_file(), ": optimizer state \"", name, "\" is not one of "
+               "Adam's (exp_avg, exp_avg_sq), which the offloaded optimizer keeps; load it with "
+               "load_optimizer_states=false");
+      arrays.emplace_back(name, which);
+    }
+    offload::OptimizerOffload* store = s_.offload.get();
+    for (GroupState& g : s_.groups) {
+      for (const auto& piece : checkpoint::held_pieces(g.layout, sharded, plan.world_size(), plan.rank())) {
+        const checkpoint::ParamRecord* p = m.find_param(g.param_names[piece.param]);
+        for (const auto& [name, which] : arrays) {
+          auto sink = [store, group = g.index, which = which, base = piece.local_offset](int64_t i, const float* v,
+                                                                                         int64_t n) {
+            store->write_state(group, which, base + i, n, v);
+          };
+          if (p != nullptr) {
+            plan.read_range_to(*p, name, piece.in_param.offset, piece.in_param.numel, sink);
+          } else if (which > 0) {   // as above: the weights stay, the moments start at zero
+            plan.zero_to(piece.in_param.numel, sink);
+          }
+        }
+      }
+      steps_.push_back(saved_steps(m, g));
+    }
+  }
 
   void add_streamed(checkpoint::RankFileContents& file, const GroupState& g, bool sharded) {
     // The store's arrays, in its order: 0 master, 1 exp_avg, 2 exp_avg_sq (offload is Adam's).
