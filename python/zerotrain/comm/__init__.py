@@ -30,6 +30,9 @@ def _share_torch_store():
 
 
 _exit_handler = {"registered": False, "destroy": False}
+# Run at exit before the group is released, while it still works: the engine's publishing of
+# the checkpoints still being written in the background (runtime/engine.py adds it).
+_before_release = []
 
 
 def _release_at_exit():
@@ -40,9 +43,9 @@ def _release_at_exit():
     after Python has stopped giving it, and the process aborts ("terminate called without an
     active exception") after the script succeeded. Checkpoints still being written in the
     background are published first: that takes the group."""
-    from ..runtime import engine as _engine
     try:
-        _engine._publish_in_flight()
+        for work in _before_release:
+            work()
     finally:
         _C.release_adopted_groups()
         if _exit_handler["destroy"] and torch.distributed.is_initialized():

@@ -462,6 +462,7 @@ def _publish_in_flight():
 
 
 atexit.register(_publish_in_flight)
+_comm._before_release.append(_publish_in_flight)
 
 
 class _NoSync:
