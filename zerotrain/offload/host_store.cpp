@@ -33,6 +33,7 @@ class HostStore final : public StateStore {
             s.exp_avg_sq.data_ptr<float>() + sg.offset};
   }
   void release(std::size_t) override {}
+  void release_unchanged(std::size_t) override {}
   void finish_pass() override {}
 
   GroupStates read_group(std::size_t group) override { return groups_.at(group); }

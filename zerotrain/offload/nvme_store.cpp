@@ -24,6 +24,7 @@ struct SwapGroup {
   int64_t numel = 0;
   std::array<io::DirectFile, 3> files;
   bool fresh_moments = true;   // never written: the moments are zeros, nothing to read
+  bool written_in_pass = false;   // a sub-group of it was written back in the pass under way
 };
 
 struct BufferSet {
@@ -102,11 +103,18 @@ class NvmeStore final : public StateStore {
       set.writes.push_back(engine_->submit({&groups_[sg.group].files[i], offset_bytes(sg), set.buffers[i].data(), bytes, true}));
     }
     if (!o_.pipeline_write) wait_writes(set);
+    groups_[sg.group].written_in_pass = true;
   }
+
+  void release_unchanged(std::size_t) override {}
 
   void finish_pass() override {
     for (auto& set : sets_) wait_writes(set);
-    for (auto& g : groups_) g.fresh_moments = false;
+    // Moments that started as zeros in memory are on disk once the pass wrote their group.
+    for (auto& g : groups_) {
+      if (g.written_in_pass) g.fresh_moments = false;
+      g.written_in_pass = false;
+    }
     order_.clear();
   }
 

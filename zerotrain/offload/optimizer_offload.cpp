@@ -93,10 +93,11 @@ void OptimizerOffload::step(std::vector<stages::GroupState>& groups, optim::Flat
     a.weights_dtype = weights_dtype;
     a.numel = end - begin;
     fused_adam_step(coefficients[sg.group], a, divisor);
-  });
+  }, /*updates_states=*/true);
 }
 
-void OptimizerOffload::walk(std::vector<stages::GroupState>& groups, stages::Stage& stage, const SubGroupWork& work) {
+void OptimizerOffload::walk(std::vector<stages::GroupState>& groups, stages::Stage& stage, const SubGroupWork& work,
+                            bool updates_states) {
   std::vector<SubGroup> order;
   for (const auto& g : groups) {
     const int64_t numel = g.layout.shard_numel();
@@ -135,7 +136,11 @@ void OptimizerOffload::walk(std::vector<stages::GroupState>& groups, stages::Sta
         piece.weights = at::Tensor();
       }
     }
-    store_->release(k);
+    if (updates_states) {
+      store_->release(k);
+    } else {
+      store_->release_unchanged(k);
+    }
   }
   store_->finish_pass();
 }
@@ -148,12 +153,16 @@ void OptimizerOffload::write_state(std::size_t group, int which, int64_t offset,
 void OptimizerOffload::publish_loaded(std::vector<stages::GroupState>& groups, stages::Stage& stage) {
   ZT_INTERNAL_ASSERT(!in_memory_, "offload publish_loaded with the states brought in");
   store_->flush_writes();
-  // The pass a step makes, with the master's values as they are for the new weights.
-  walk(groups, stage, [](const SubGroup& sg, const SubGroupArrays& arrays, int64_t begin, int64_t end,
-                         char* weights_out, at::ScalarType weights_dtype) {
-    const at::Tensor master = at::from_blob(arrays.master + (begin - sg.offset), {end - begin}, at::kFloat);
-    at::from_blob(weights_out, {end - begin}, weights_dtype).copy_(master);
-  });
+  // The pass a step makes, with the master's values as they are for the new weights; the
+  // states are only read, so nothing is written back.
+  walk(
+      groups, stage,
+      [](const SubGroup& sg, const SubGroupArrays& arrays, int64_t begin, int64_t end, char* weights_out,
+         at::ScalarType weights_dtype) {
+        const at::Tensor master = at::from_blob(arrays.master + (begin - sg.offset), {end - begin}, at::kFloat);
+        at::from_blob(weights_out, {end - begin}, weights_dtype).copy_(master);
+      },
+      /*updates_states=*/false);
 }
 
 void OptimizerOffload::bring_in(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer) {

@@ -79,7 +79,9 @@ class OptimizerOffload {
   // with a piece of the stage's weights, which gets that overlap's weights at `weights_out`.
   using SubGroupWork = std::function<void(const SubGroup&, const SubGroupArrays&, int64_t begin, int64_t end,
                                           char* weights_out, at::ScalarType weights_dtype)>;
-  void walk(std::vector<stages::GroupState>& groups, stages::Stage& stage, const SubGroupWork& work);
+  // `updates_states`: the work changes the arrays, which are then written back.
+  void walk(std::vector<stages::GroupState>& groups, stages::Stage& stage, const SubGroupWork& work,
+            bool updates_states);
   void hand_to_optimizer(std::vector<stages::GroupState>& groups, optim::FlatOptimizer& optimizer);
 
   OptimizerOffloadOptions options_;

@@ -52,6 +52,8 @@ class StateStore {
   virtual void begin_pass(std::vector<SubGroup> order) = 0;
   virtual SubGroupArrays acquire(std::size_t k) = 0;
   virtual void release(std::size_t k) = 0;
+  // Hands sub-group k back without writing it: its arrays were only read.
+  virtual void release_unchanged(std::size_t k) = 0;
   virtual void finish_pass() = 0;
 
   // A group's states whole in memory, and back (checkpoints save and load them).
