@@ -212,6 +212,7 @@ void LoadPlan::execute_reads() {
     r.dst.copy_(whole.narrow(0, r.skip, r.dst.numel()));
   }
   for (const at::Tensor& t : zero_) t.zero_();
+  if (zero_sinks_.empty()) return;
   const std::vector<float> zeros(static_cast<size_t>(kPieceBytes / 4), 0.0f);
   for (const auto& [numel, sink] : zero_sinks_) {
     for (int64_t i = 0; i < numel; i += kPieceBytes / 4) sink(i, zeros.data(), std::min(kPieceBytes / 4, numel - i));
