@@ -24,6 +24,9 @@ struct SwapGroup {
   int64_t numel = 0;
   std::array<io::DirectFile, 3> files;
   bool fresh_moments = true;   // never written: the moments are zeros, nothing to read
+  // After write_range began on fresh moments: per moment file (1, 2), the chunks still zeros
+  // that are not on disk yet (flush_writes writes them); empty when there are none.
+  std::array<std::vector<bool>, 3> zero_chunks;
   bool written_in_pass = false;   // a sub-group of it was written back in the pass under way
 };
 
@@ -176,10 +179,11 @@ class NvmeStore final : public StateStore {
     const auto i = static_cast<size_t>(which);
     ZT_INTERNAL_ASSERT(i < 3 && offset >= 0 && numel >= 0 && offset + numel <= g.numel, "offload write_range out of bounds");
     if (i > 0 && g.fresh_moments) {
-      // The moments were never written: zeros on disk first, then this range over them.
-      const MasterFill zeros = [](int64_t, int64_t n, float* out) { std::memset(out, 0, static_cast<size_t>(n) * 4); };
-      write_file(g, 1, zeros);
-      write_file(g, 2, zeros);
+      // The moments were never written: every chunk is zeros, put on disk when first written
+      // (or by flush_writes for those no range reaches), so a load writes each chunk once.
+      const auto chunks = static_cast<size_t>((g.numel + o_.max_sub_group_numel - 1) / o_.max_sub_group_numel);
+      g.zero_chunks[1].assign(chunks, true);
+      g.zero_chunks[2].assign(chunks, true);
       g.fresh_moments = false;
     }
     const int64_t chunk_numel = o_.max_sub_group_numel;
@@ -198,6 +202,17 @@ class NvmeStore final : public StateStore {
 
   void flush_writes() override {
     for (size_t i = 0; i < cached_.size(); ++i) flush_cached(i);
+    for (std::size_t group = 0; group < groups_.size(); ++group) {
+      for (size_t i = 1; i < 3; ++i) {
+        const std::vector<bool> zero = groups_[group].zero_chunks[i];
+        for (size_t chunk = 0; chunk < zero.size(); ++chunk) {
+          if (!zero[chunk]) continue;
+          cache_chunk(group, i, static_cast<int64_t>(chunk), true);   // zeros, not read
+          cached_[i].dirty = true;
+          flush_cached(i);
+        }
+      }
+    }
   }
 
   int64_t host_nbytes() const override {
@@ -293,10 +308,13 @@ class NvmeStore final : public StateStore {
     flush_cached(i);
     for (auto& set : sets_) wait_writes(set);
     cached = {};   // a failed read leaves nothing cached
-    if (need_contents) {
-      SwapGroup& g = groups_.at(group);
-      const int64_t begin = chunk * o_.max_sub_group_numel;
-      const int64_t bytes = io::align_up(std::min(o_.max_sub_group_numel, g.numel - begin) * 4);
+    SwapGroup& g = groups_.at(group);
+    const int64_t begin = chunk * o_.max_sub_group_numel;
+    const int64_t bytes = io::align_up(std::min(o_.max_sub_group_numel, g.numel - begin) * 4);
+    const std::vector<bool>& zero = g.zero_chunks[i];
+    if (need_contents && !zero.empty() && zero[static_cast<size_t>(chunk)]) {
+      std::memset(sets_[0].buffers[i].data(), 0, static_cast<size_t>(bytes));
+    } else if (need_contents) {
       engine_->wait(engine_->submit({&g.files[i], chunk_offset_bytes(begin), sets_[0].buffers[i].data(), bytes, false}));
     }
     cached = {group, chunk, false};
@@ -313,6 +331,11 @@ class NvmeStore final : public StateStore {
     std::memset(buffer + numel * 4, 0, static_cast<size_t>(bytes - numel * 4));
     engine_->wait(engine_->submit({&g.files[i], chunk_offset_bytes(begin), buffer, bytes, true}));
     cached.dirty = false;
+    std::vector<bool>& zero = g.zero_chunks[i];
+    if (!zero.empty()) {
+      zero[static_cast<size_t>(cached.chunk)] = false;
+      if (std::none_of(zero.begin(), zero.end(), [](bool z) { return z; })) zero.clear();
+    }
   }
 
   NvmeStoreOptions o_;
