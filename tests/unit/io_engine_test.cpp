@@ -260,6 +260,39 @@ TEST_P(IoEngineTest, FileSizeLimitIsAnErrorNamingFileAndOffset) {
                                        "3: reserve() was not refused; 4: another exception";
 }
 
+TEST_P(IoEngineTest, FailedWaitIsAnIoErrorForEveryRequestInFlight) {
+  if (GetParam() == EngineKind::kThreads) GTEST_SKIP() << "threads: blocking calls, no wait for completions";
+  const char* call = GetParam() == EngineKind::kIoUring ? "io_uring_wait_cqe" : "io_getevents";
+  // Writes only, and the buffers outlive the engine: the kernel may still read them after
+  // the failed wait, as nothing reaps those pieces.
+  constexpr int kCount = 3;
+  const int64_t each = 2 * kBlock;
+  std::vector<AlignedBuffer> out;
+  for (int i = 0; i < kCount; ++i) out.push_back(random_bytes(each, 200 + i));
+  const std::string path = dir_.file("data");
+  DirectFile file = DirectFile::open(path, DirectFile::Mode::kCreate);
+  {
+    auto engine = make_io_engine(options(4, 1));
+    struct Injected {   // cleared however the test ends: the seam is global
+      Injected() { detail::set_wait_failure_for_testing(EBADF); }
+      ~Injected() { detail::set_wait_failure_for_testing(0); }
+    } injected;
+    std::vector<Ticket> tickets;
+    for (int i = 0; i < kCount; ++i) tickets.push_back(engine->submit({&file, i * each, out[i].data(), each, true}));
+    for (int i = 0; i < kCount; ++i) {
+      const std::string message = io_error([&] { engine->wait(tickets[i]); });
+      EXPECT_TRUE(has(message, "cannot write 65536 bytes at offset ")) << message;
+      EXPECT_TRUE(has(message, path)) << message;
+      EXPECT_TRUE(has(message, std::string(call) + " failed: Bad file descriptor (errno 9")) << message;
+      EXPECT_TRUE(has(message, "ZEROTRAIN_IO_ENGINE=threads")) << message;
+    }
+    engine->wait_all();   // nothing is left pending
+  }
+  // The process lives on, and a new engine works.
+  auto engine = make_io_engine(options(4, 1));
+  round_trip(*engine, file, 0, 3 * kBlock, 9);
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, IoEngineTest,
                          ::testing::Values(EngineKind::kIoUring, EngineKind::kLibaio, EngineKind::kThreads),
                          [](const auto& info) { return std::string(engine_kind_name(info.param)); });

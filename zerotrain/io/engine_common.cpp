@@ -1,6 +1,7 @@
 #include "zerotrain/io/engine_common.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -16,7 +17,19 @@ std::string describe(const Piece& p) {
   return zerotrain::detail::str(p.nbytes, " bytes at offset ", p.offset_bytes, " of ", *p.path);
 }
 
+std::atomic<int> g_wait_failure_for_testing{0};
+
 }  // namespace
+
+std::string wait_failure_message(const char* call, int err) {
+  return zerotrain::detail::str(call, " failed: ", std::strerror(err), " (errno ", err,
+                                "; the kernel's wait for completions failed, so the IO engine's worker gave up "
+                                "its transfers in flight and fails the ones it takes later: check the kernel "
+                                "log, dmesg, and restart the run, or set ZEROTRAIN_IO_ENGINE=threads)");
+}
+
+void set_wait_failure_for_testing(int err) { g_wait_failure_for_testing.store(err); }
+int wait_failure_for_testing() { return g_wait_failure_for_testing.load(std::memory_order_relaxed); }
 
 void check_request(const Request& r) {
   ZT_CHECK(r.file != nullptr && r.file->fd() >= 0, UsageError,
@@ -184,22 +197,32 @@ bool QueuedEngine::on_completion(const Completion& c) {
   return false;
 }
 
+void QueuedEngine::fail_in_flight(std::vector<Piece*>& flying, const std::string& error) {
+  for (Piece* p : flying) {
+    finish_piece(*p, zerotrain::detail::str("cannot ", p->write ? "write " : "read ", describe(*p), ": ", error));
+  }
+  flying.clear();
+}
+
 void QueuedEngine::run_worker(Backend& backend) {
-  int64_t in_flight = 0;
+  // The pieces this worker has started and not yet finished: when the wait for completions
+  // fails, each of them gets the error, so that no wait() hangs on a piece nobody reaps.
+  std::vector<Piece*> flying;
+  std::string broken;   // the failed wait's error: the backend is used no more
   std::vector<Piece*> batch;
   std::vector<Completion> done;
   for (;;) {
     batch.clear();
     {
       std::unique_lock<std::mutex> lock(queue_mu_);
-      if (in_flight == 0) {
+      if (flying.empty()) {
         queue_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
         if (queue_.empty()) return;   // stopping, and nothing is left to do
       }
       // overlap_events: refill each slot as soon as it frees; otherwise start a new batch
       // only when the previous one has completed (DeepSpeed's overlap_events=false).
-      if (options_.overlap_events || in_flight == 0) {
-        while (in_flight + static_cast<int64_t>(batch.size()) < depth_ && !queue_.empty()) {
+      if (options_.overlap_events || flying.empty()) {
+        while (static_cast<int64_t>(flying.size() + batch.size()) < depth_ && !queue_.empty()) {
           batch.push_back(queue_.front());
           queue_.pop_front();
         }
@@ -216,23 +239,33 @@ void QueuedEngine::run_worker(Backend& backend) {
       }
     }
     batch.resize(kept);
+    if (!broken.empty()) {
+      fail_in_flight(batch, broken);
+      continue;
+    }
     if (!batch.empty()) {
       if (options_.single_submit) {
         for (Piece* p : batch) backend.start(&p, 1);
       } else {
         backend.start(batch.data(), batch.size());
       }
-      in_flight += static_cast<int64_t>(batch.size());
+      flying.insert(flying.end(), batch.begin(), batch.end());
     }
-    if (in_flight == 0) continue;
+    if (flying.empty()) continue;
     done.clear();
-    backend.reap(done);
+    try {
+      backend.reap(done);
+    } catch (const IoError& e) {
+      broken = e.message();
+      fail_in_flight(flying, broken);
+      continue;
+    }
     for (const Completion& c : done) {
       if (on_completion(c)) {
         Piece* p = c.piece;
         backend.start(&p, 1);
       } else {
-        --in_flight;
+        flying.erase(std::find(flying.begin(), flying.end(), c.piece));
       }
     }
   }

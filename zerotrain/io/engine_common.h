@@ -61,8 +61,19 @@ class Backend {
   // the next reap() as a completion with -errno, so the worker has one path for failures.
   virtual void start(Piece* const* pieces, size_t count) = 0;
   // Blocks until at least one started piece has completed and appends the completions.
+  // Throws IoError (wait_failure_message) when the wait itself fails: the pieces started
+  // are then lost to this backend, and the worker fails them and uses it no more.
   virtual void reap(std::vector<Completion>& out) = 0;
 };
+
+// The IoError text for a failed wait for completions: `call` and the errno, with what to do.
+std::string wait_failure_message(const char* call, int err);
+
+// Test seam: while set to an errno (not 0), the io_uring and libaio backends' waits for
+// completions fail with it instead of calling the kernel, since a real io_uring_wait_cqe
+// or io_getevents failure cannot be provoked from outside. Only tests set it.
+void set_wait_failure_for_testing(int err);
+int wait_failure_for_testing();
 
 using BackendFactory = std::function<std::unique_ptr<Backend>()>;
 
@@ -85,6 +96,8 @@ class QueuedEngine final : public IoEngine {
   // Returns true when the piece must be started again (a short transfer, EINTR).
   bool on_completion(const Completion& c);
   void finish_piece(Piece& piece, const std::string& error);
+  // After a failed wait: every piece in `flying` fails with `error`, and is forgotten.
+  void fail_in_flight(std::vector<Piece*>& flying, const std::string& error);
 
   const EngineKind kind_;
   const AioOptions options_;

@@ -76,9 +76,10 @@ class LibaioBackend final : public Backend {
     }
     int n;
     do {
-      n = io_getevents(ctx_, 1, static_cast<long>(events_.size()), events_.data(), nullptr);
+      const int injected = wait_failure_for_testing();
+      n = injected != 0 ? -injected : io_getevents(ctx_, 1, static_cast<long>(events_.size()), events_.data(), nullptr);
     } while (n == -EINTR);
-    ZT_INTERNAL_ASSERT(n > 0, "io_getevents failed: ", std::strerror(-n));
+    if (n < 0) throw IoError(wait_failure_message("io_getevents", -n));
     for (int i = 0; i < n; ++i) {
       Slot* s = static_cast<Slot*>(events_[static_cast<size_t>(i)].data);
       // res is the byte count, or -errno stored in an unsigned long.

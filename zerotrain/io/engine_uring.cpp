@@ -71,9 +71,10 @@ class UringBackend final : public Backend {
     io_uring_cqe* cqe = nullptr;
     int rc;
     do {
-      rc = io_uring_wait_cqe(&ring_, &cqe);
+      const int injected = wait_failure_for_testing();
+      rc = injected != 0 ? -injected : io_uring_wait_cqe(&ring_, &cqe);
     } while (rc == -EINTR || rc == -EAGAIN);
-    ZT_INTERNAL_ASSERT(rc == 0, "io_uring_wait_cqe failed: ", std::strerror(-rc));
+    if (rc < 0) throw IoError(wait_failure_message("io_uring_wait_cqe", -rc));
     io_uring_cqe* batch[64];
     const unsigned n = io_uring_peek_batch_cqe(&ring_, batch, 64);
     for (unsigned i = 0; i < n; ++i) {
