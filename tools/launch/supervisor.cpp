@@ -18,6 +18,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "tools/launch/rank_output.h"
 #include "tools/launch/rank_report.h"
 #include "tools/launch/reaper.h"
 #include "tools/standard_descriptors.h"
@@ -28,6 +29,7 @@ extern char** environ;
 namespace zerotrain::launch {
 namespace {
 
+using namespace output;
 using Clock = std::chrono::steady_clock;
 
 // Signals to the launcher arrive through this pipe so that poll() wakes up on them. Only
@@ -42,19 +44,6 @@ void on_signal(int signo) {
   errno = saved_errno;
 }
 
-struct Stream {
-  int fd = -1;
-  bool is_stderr = false;
-  std::string partial;
-};
-
-// Lines of mpirun itself (not of a rank) are held back: shown at the end unless a rank's
-// failure explains mpirun's end, when they are only its banners about that failure.
-struct HeldLine {
-  std::string text;
-  bool is_stderr = false;
-};
-constexpr size_t kMaxHeldLines = 200;
 // After every rank has ended, the time mpirun gets to exit before it is stopped.
 constexpr std::chrono::seconds kMpirunExitWait{10};
 // After every child has ended, how long their output is still read: a process a child left
@@ -62,158 +51,20 @@ constexpr std::chrono::seconds kMpirunExitWait{10};
 // launcher waiting (it is stopped when supervise() returns).
 constexpr std::chrono::seconds kDrainAfterExit{2};
 
-struct Child {
-  const ChildSpec* spec = nullptr;
+// A child: its process, and what the output routing keeps of it (rank_output.h).
+struct Child : output::ChildOutput {
   pid_t pid = -1;            // also its process group id
   bool running = false;
   int status = 0;
   int64_t ended_ns = 0;      // CLOCK_REALTIME when it was reaped
-  Stream out, err;
-  int log_fd = -1;   // O_CLOEXEC, opened before any fork so no rank inherits another's log
-  std::string log_path;
-  int log_errno = 0;   // the first failed write to the log: reported, and the log given up
-  std::deque<std::string> tail;
-  // With ranks_inside: how its ranks ended, each rank's last lines, mpirun's own lines,
-  // and when it is stopped if it does not exit once every rank has ended.
-  std::vector<RankEnd> rank_ends;
-  std::map<int, std::deque<std::string>> rank_tails;
-  std::deque<HeldLine> held;
+  // mpirun: when it is stopped if it does not exit once every rank has ended.
   std::optional<std::chrono::steady_clock::time_point> stop_at;
-  bool all_ranks_ended() const {
-    return spec->ranks_inside > 0 && static_cast<int>(rank_ends.size()) >= spec->ranks_inside;
-  }
-  const RankEnd* first_failure() const {
-    const RankEnd* first = nullptr;
-    for (const auto& end : rank_ends) {
-      if (end.failed && (first == nullptr || end.time_ns < first->time_ns)) first = &end;
-    }
-    return first;
-  }
 };
 
 int64_t wall_clock_ns() {
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
   return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
-}
-
-// Returns 0, or the errno of the write that failed. A descriptor another process made
-// non-blocking (a shared pipe) is waited for, as a blocking one would be.
-int write_all(int fd, std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t n = ::write(fd, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {
-      pollfd writable{fd, POLLOUT, 0};
-      ::poll(&writable, 1, -1);
-      continue;
-    }
-    if (n <= 0) return n < 0 ? errno : EIO;
-    text.remove_prefix(static_cast<size_t>(n));
-  }
-  return 0;
-}
-
-// The console: the launcher's standard output and error, where the ranks' lines are shown.
-// One that cannot be written (a full disk, a reader that went away) is given up at its first
-// failure, which is said on stderr; the job goes on (its ranks are not stopped for it), and
-// if it succeeds, the launcher exits with IoError's code: its output was not all shown.
-struct Console {
-  int lost_errno[3] = {0, 0, 0};   // by descriptor: [1] stdout, [2] stderr
-  bool logs = false;               // --log_dir keeps every line
-  bool lost() const { return lost_errno[STDOUT_FILENO] != 0 || lost_errno[STDERR_FILENO] != 0; }
-};
-Console g_console;
-
-void show(bool is_stderr, std::string_view text) {
-  const int fd = is_stderr ? STDERR_FILENO : STDOUT_FILENO;
-  if (g_console.lost_errno[fd] != 0) return;
-  const int error = write_all(fd, text);
-  if (error == 0) return;
-  g_console.lost_errno[fd] = error;
-  if (fd == STDOUT_FILENO) {
-    write_all(STDERR_FILENO, detail::str("zerotrain launch: cannot write the standard output: ", std::strerror(error),
-                                         "; the ranks' output to it is not shown from here on",
-                                         g_console.logs ? " (--log_dir has all of it)\n" : "\n"));
-  }
-}
-
-// A log line, checked: a log that cannot be written (a full disk) is said at once on stderr
-// with its path and the reason, given up, and makes the launcher's exit code IoError's.
-void write_log(Child& child, const std::string& line) {
-  if (child.log_fd < 0) return;
-  std::string_view text = line;
-  while (!text.empty()) {
-    const ssize_t n = ::write(child.log_fd, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      child.log_errno = n < 0 ? errno : ENOSPC;
-      write_all(STDERR_FILENO, detail::str("zerotrain launch: cannot write the log ", child.log_path, ": ",
-                                           std::strerror(child.log_errno), "; ", child.spec->label,
-                                           "'s output goes to the console only from here on\n"));
-      ::close(child.log_fd);
-      child.log_fd = -1;
-      return;
-    }
-    text.remove_prefix(static_cast<size_t>(n));
-  }
-}
-
-void keep_tail(std::deque<std::string>& tail, std::string_view line, int tail_lines) {
-  tail.emplace_back(line);
-  while (static_cast<int>(tail.size()) > tail_lines) tail.pop_front();
-}
-
-// A line from mpirun: a record of a wrapper, a rank's line, or mpirun's own.
-void route_mpirun_line(Child& child, const std::string& line, bool is_stderr, int tail_lines) {
-  if (auto end = parse_rank_end(line)) {
-    child.rank_ends.push_back(*end);
-    return;
-  }
-  write_log(child, line + "\n");
-  std::string_view text;
-  if (auto rank = parse_rank_prefix(line, &text)) {
-    show(is_stderr, line + "\n");
-    keep_tail(child.rank_tails[*rank], text, tail_lines);
-    return;
-  }
-  child.held.push_back({line, is_stderr});
-  if (child.held.size() > kMaxHeldLines) child.held.pop_front();
-}
-
-void show_held_lines(Child& child) {
-  for (const auto& held : child.held) show(held.is_stderr, held.text + "\n");
-  child.held.clear();
-}
-
-void emit_line(Child& child, std::string line, bool is_stderr, int tail_lines) {
-  if (!line.empty() && line.back() == '\r') line.pop_back();   // ssh -tt ends lines with \r\n
-  if (child.spec->ranks_inside > 0) return route_mpirun_line(child, line, is_stderr, tail_lines);
-  const std::string shown = child.spec->prefix_output ? "[" + child.spec->label + "] " + line + "\n" : line + "\n";
-  show(is_stderr, shown);
-  write_log(child, line + "\n");
-  keep_tail(child.tail, line, tail_lines);
-}
-
-// Reads what is available; returns false at end of stream.
-bool pump(Child& child, Stream& stream, int tail_lines) {
-  char buffer[65536];
-  const ssize_t n = ::read(stream.fd, buffer, sizeof(buffer));
-  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
-  if (n <= 0) {
-    if (!stream.partial.empty()) emit_line(child, stream.partial, stream.is_stderr, tail_lines);
-    stream.partial.clear();
-    ::close(stream.fd);
-    stream.fd = -1;
-    return false;
-  }
-  stream.partial.append(buffer, static_cast<size_t>(n));
-  size_t start = 0;
-  for (size_t nl; (nl = stream.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-    emit_line(child, stream.partial.substr(start, nl - start), stream.is_stderr, tail_lines);
-  }
-  stream.partial.erase(0, start);
-  return true;
 }
 
 std::vector<std::string> build_environment(const ChildSpec& spec) {
@@ -231,13 +82,6 @@ std::vector<std::string> build_environment(const ChildSpec& spec) {
   return env;
 }
 
-void open_log(Child& child, const SupervisorOptions& options) {
-  if (!options.log_dir) return;
-  const auto path = *options.log_dir / child.spec->log_name;
-  child.log_path = path.string();
-  child.log_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  ZT_CHECK(child.log_fd >= 0, IoError, "cannot write ", path.string(), ": ", std::strerror(errno));
-}
 
 void start(Child& child) {
   // Ranks never read the terminal: in their own process group a read or a tcsetattr
@@ -431,8 +275,7 @@ int supervise(const SupervisorOptions& options) {
   // The entry points did this before anything else ran; a caller that is not one of them
   // (a test) gets the same guarantee.
   tools::open_standard_descriptors();
-  g_console = {};
-  g_console.logs = options.log_dir.has_value();
+  reset_console(options.log_dir.has_value());
   RemoveFiles remove_at_exit{options.temporary_files};
   ZT_CHECK(!options.children.empty(), UsageError, "nothing to launch");
   reserve_descriptors_for(options);
@@ -588,7 +431,7 @@ int supervise(const SupervisorOptions& options) {
     write_all(STDERR_FILENO, "zerotrain launch: the job succeeded, but its logs are incomplete (see above)\n");
     return IoError("").exit_code();
   }
-  if (failed < 0 && g_console.lost()) {
+  if (failed < 0 && console_lost()) {
     // The same for the console: the user did not see all of it.
     write_all(STDERR_FILENO, "zerotrain launch: the job succeeded, but its output could not all be shown (see above)\n");
     return IoError("").exit_code();

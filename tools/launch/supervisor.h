@@ -3,6 +3,8 @@
 // that fails stops all the others (SIGTERM, then SIGKILL after a grace period); a signal
 // to the launcher reaches every child; nothing is left running when supervise() returns,
 // not even what a child left behind (the launcher is their subreaper, reaper.h).
+// Output routing (prefixes, logs, tails, mpirun's records) is rank_output.h's; this part
+// starts the children, watches them end, and stops them.
 #pragma once
 
 #include <chrono>
