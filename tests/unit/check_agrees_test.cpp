@@ -61,7 +61,7 @@ std::string engine_verdict(const std::filesystem::path& file) {
     // Offload steps its own fused Adam, so there a config without an optimizer gets an
     // AdamW block (as `zerotrain train` adds one), not a client optimizer.
     const auto& offload = c.zero_optimization.offload_optimizer;
-    const bool offloads = offload && offload->device != config::OffloadDevice::kNone;
+    const bool offloads = offload && offload->enabled();
     if (offloads && !c.optimizer) {
       c.optimizer = zerotrain::Config::from_string(R"({"optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})").optimizer;
     }

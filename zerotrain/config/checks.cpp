@@ -10,8 +10,6 @@
 namespace zerotrain::config {
 namespace {
 
-bool offloads(const auto& block) { return block && block->device != OffloadDevice::kNone; }
-
 void check_precision(const Config& c, Diagnostics& diags) {
   // config.py: 'bfloat16 and fp16 modes cannot be simultaneously enabled'
   if (c.fp16_enabled() && c.bf16_enabled()) {
@@ -30,12 +28,12 @@ void check_precision(const Config& c, Diagnostics& diags) {
 void check_zero(const Config& c, Diagnostics& diags) {
   const auto& z = c.zero_optimization;
   // DeepSpeed ignores offload_param below stage 3; asking for it there is a mistake.
-  if (offloads(z.offload_param) && z.stage != 3) {
+  if (z.offload_param && z.offload_param->enabled() && z.stage != 3) {
     diags.error("zero_optimization.offload_param", "parameter offload needs ZeRO stage 3, but stage is " +
                                                        std::to_string(z.stage),
                 "set zero_optimization.stage to 3, or remove offload_param");
   }
-  if (offloads(z.offload_optimizer) && z.stage == 0) {
+  if (z.offload_optimizer && z.offload_optimizer->enabled() && z.stage == 0) {
     diags.error("zero_optimization.offload_optimizer", "optimizer offload needs ZeRO stage 1, 2 or 3",
                 "set zero_optimization.stage, or remove offload_optimizer");
   }
@@ -118,7 +116,7 @@ void check_runnable(const Config& c, Diagnostics& diags) {
   const auto& z = c.zero_optimization;
   // The offloaded step is DeepSpeedCPUAdam's fused update; DeepSpeed also has CPU Adagrad
   // and Lion for offload, which this engine does not.
-  if (offloads(z.offload_optimizer) && c.optimizer && !c.optimizer->type.empty() &&
+  if (z.offload_optimizer && z.offload_optimizer->enabled() && c.optimizer && !c.optimizer->type.empty() &&
       c.optimizer->kind != OptimizerKind::kAdam && c.optimizer->kind != OptimizerKind::kAdamW) {
     diags.not_supported("zero_optimization.offload_optimizer.device",
                         "optimizer offload with " + c.optimizer->type + " (the offloaded step is Adam's)",

@@ -25,6 +25,9 @@ struct OffloadParamConfig {
   int64_t max_in_cpu = 1'000'000'000;      // elements kept in host memory with nvme
   bool pin_memory = false;
 
+  // Whether parameters are offloaded at all ("cpu" or "nvme"): the one test for it.
+  bool enabled() const { return device != OffloadDevice::kNone; }
+
   template <class V> void visit(V& v) {
     v.field("device", device);
     v.field("nvme_path", nvme_path);
@@ -48,6 +51,8 @@ struct OffloadOptimizerConfig {
   static constexpr int64_t kMaxBufferCount = 1024;
 
   bool pipeline() const { return pipeline_read || pipeline_write; }
+  // Whether the optimizer is offloaded at all ("cpu" or "nvme"): the one test for it.
+  bool enabled() const { return device != OffloadDevice::kNone; }
 
   template <class V> void visit(V& v) {
     v.field("device", device);

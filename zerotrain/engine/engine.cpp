@@ -270,7 +270,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   s->ignore_unused_parameters = s->config.zero_optimization.ignore_unused_parameters;
   s->precision = precision::dtypes_from_config(s->config);
   const auto& offload_block = s->config.zero_optimization.offload_optimizer;
-  const bool master_offloaded = offload_block && offload_block->device != config::OffloadDevice::kNone;
+  const bool master_offloaded = offload_block && offload_block->enabled();
   s->stage = stages::make_stage(traits, {s->comm, s->precision, &s->meter, &s->config.zero_optimization,
                                          engine::detail::make_param_swap(s->config, traits, s->comm.rank(), *model),
                                          master_offloaded});

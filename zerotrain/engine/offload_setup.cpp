@@ -25,7 +25,7 @@ std::shared_ptr<stages::stage3::ParamSwap> make_param_swap(const Config& c, cons
     device = p.device();
     break;
   }
-  if (!block || !traits.shards_parameters || block->device == config::OffloadDevice::kNone) return nullptr;
+  if (!block || !traits.shards_parameters || !block->enabled()) return nullptr;
   if (block->device == config::OffloadDevice::kCpu) {
     if (device.is_cpu()) return nullptr;
     auto swap = offload::make_host_param_swap(device);
@@ -45,7 +45,7 @@ std::shared_ptr<stages::stage3::ParamSwap> make_param_swap(const Config& c, cons
 // offload store, in host memory or on disk.
 void start_offload(EngineState& s) {
   const auto& block = s.config.zero_optimization.offload_optimizer;
-  if (!block || block->device == config::OffloadDevice::kNone) return;
+  if (!block || !block->enabled()) return;
   ZT_CHECK(!s.client_optimizer, ConfigError, "zero_optimization.offload_optimizer steps with DeepSpeedCPUAdam's fused "
            "update on states it keeps, so a client optimizer cannot be offloaded (DeepSpeed refuses it too unless it "
            "is a DeepSpeedCPUAdam; zero_force_ds_cpu_optimizer: false does not lift this here); put the optimizer in the "
