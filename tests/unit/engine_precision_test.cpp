@@ -246,15 +246,17 @@ TEST(OverflowWatch, AScaleStuckAtItsMinimumStopsTraining) {
   EXPECT_EQ(engine.skipped_steps(), 3);
 }
 
-TEST(LossScale, AnFp16BlockWithoutScalerKeysStartsAt2To32UnderZero) {
-  auto net = make_parity_net(false);
+TEST(LossScale, AnFp16BlockWithoutScalerKeysStartsAt2To16AsDeepSpeed019) {
   auto world = comm::Communicator::make_thread_world(1);
-  auto quirk = zerotrain::initialize(net.ptr(), config(2, R"(, "fp16": {"enabled": true})"), {.comm = world[0]});
-  EXPECT_EQ(quirk.loss_scale(), std::ldexp(1.0, 32));
+  for (int stage : {0, 1, 2, 3}) {
+    auto net = make_parity_net(false);
+    auto plain = zerotrain::initialize(net.ptr(), config(stage, R"(, "fp16": {"enabled": true})"), {.comm = world[0]});
+    EXPECT_EQ(plain.loss_scale(), 65536) << "stage " << stage;
+  }
   auto net2 = make_parity_net(false);
-  auto keyed = zerotrain::initialize(net2.ptr(), config(2, R"(, "fp16": {"enabled": true, "hysteresis": 2})"),
+  auto keyed = zerotrain::initialize(net2.ptr(), config(2, R"(, "fp16": {"enabled": true, "initial_scale_power": 8})"),
                                      {.comm = world[0]});
-  EXPECT_EQ(keyed.loss_scale(), 65536);
+  EXPECT_EQ(keyed.loss_scale(), 256);
   auto net3 = make_parity_net(false);
   auto fixed = zerotrain::initialize(net3.ptr(), config(2, R"(, "fp16": {"enabled": true, "loss_scale": 128})"),
                                      {.comm = world[0]});

@@ -1,6 +1,9 @@
-// The ZeRO loss scaler against DeepSpeed's arithmetic: the worked trace of
-// deepspeed-semantics.md §7 and the cases of DeepSpeed's test_dynamic_loss_scale.py.
+// The loss scalers against DeepSpeed 0.19.8's arithmetic and log lines. The expected scales
+// are what DeepSpeed 0.19.8's DynamicLossScaler gives for the same events.
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "zerotrain/core/error.h"
 #include "zerotrain/precision/loss_scaler.h"
@@ -25,27 +28,27 @@ TEST(LossScaler, WorkedTraceWithHysteresis) {
   line = s.update(true);   // iter 1
   EXPECT_EQ(*line, "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768");
   EXPECT_EQ(s.scale(), 32768);
-  for (int i = 2; i <= 4; ++i) {
+  for (int i = 2; i <= 5; ++i) {
     EXPECT_FALSE(s.update(false).has_value());
     EXPECT_EQ(s.scale(), 32768) << "iter " << i;
   }
-  s.update(false);   // iter 5: (5 - 1) % 4 == 0: doubles and refills hysteresis
+  s.update(false);   // iter 6: stable (6 - 1 - 1) % 4 == 0: doubles and refills hysteresis
   EXPECT_EQ(s.scale(), 65536);
   EXPECT_EQ(s.hysteresis_left(), 2);
-  s.update(true);   // iter 6
+  s.update(true);   // iter 7
   EXPECT_EQ(s.scale(), 65536);
   EXPECT_EQ(s.hysteresis_left(), 1);
 }
 
 TEST(LossScaler, NoOverflowDoublesEveryWindow) {
-  // DeepSpeed's test_no_overflow: the first doubling comes at the window-th step.
+  // The first doubling comes when a whole window of steps has passed.
   zp::LossScaler s(dynamic(8, 2, 1));
   std::vector<double> scales;
   for (int i = 0; i < 6; ++i) {
     s.update(false);
     scales.push_back(s.scale());
   }
-  EXPECT_EQ(scales, (std::vector<double>{8, 16, 16, 32, 32, 64}));
+  EXPECT_EQ(scales, (std::vector<double>{8, 8, 16, 16, 32, 32}));
 }
 
 TEST(LossScaler, AllOverflowHalvesDownToTheMinimumThenStops) {
@@ -67,10 +70,11 @@ TEST(LossScaler, SomeOverflowRestartsTheWindow) {
   s.update(false);   // iter 0
   s.update(true);    // iter 1: 512, last overflow 1
   EXPECT_EQ(s.scale(), 512);
-  s.update(false);   // iter 2: (2-1)%3 != 0
-  s.update(false);   // iter 3
-  EXPECT_EQ(s.scale(), 512);
-  s.update(false);   // iter 4: (4-1)%3 == 0: doubles
+  for (int i = 2; i <= 4; ++i) {
+    s.update(false);   // stable 0, 1, 2
+    EXPECT_EQ(s.scale(), 512) << "iter " << i;
+  }
+  s.update(false);   // iter 5: stable 3 % 3 == 0: doubles
   EXPECT_EQ(s.scale(), 1024);
 }
 
@@ -87,8 +91,9 @@ TEST(LossScaler, ConsecutiveHysteresisRefillsOnEveryGoodStep) {
 
 TEST(LossScaler, StaticScaleNeverChanges) {
   zp::LossScaler s({.dynamic = false, .static_scale = 128});
-  s.update(true);
-  s.update(false);
+  EXPECT_EQ(*s.update(true),
+            "[deepspeed] OVERFLOW! Skipping step. Gradients are non-finite, weights were not updated.");
+  EXPECT_FALSE(s.update(false).has_value());
   EXPECT_EQ(s.scale(), 128);
   EXPECT_THROW(zp::LossScaler({.dynamic = false, .static_scale = 0}), zerotrain::ConfigError);
 }
@@ -131,5 +136,21 @@ TEST(LossScalerNoZero, SomeOverflowWaitsAWindowPlusOne) {
   s.update(false);            // stable 2: a whole window after the overflow
   EXPECT_EQ(s.scale(), 128);
 }
+
+TEST(LossScalerNoZero, LogsFp16OptimizersLinesWithPythonsNumbers) {
+  zp::LossScaler s(no_zero(65536, 2));
+  // The scale is Python's int 2**16 until the first halving makes it a float.
+  EXPECT_EQ(*s.update(true), "Grad overflow on iteration 0\nReducing dynamic loss scale from 65536 to 32768.0");
+  EXPECT_EQ(*s.update(true), "Grad overflow on iteration 1\nReducing dynamic loss scale from 32768.0 to 16384.0");
+  EXPECT_FALSE(s.update(false).has_value());
+  EXPECT_FALSE(s.update(false).has_value());
+  EXPECT_EQ(*s.update(false), "No Grad overflow for 2 iterations\nIncreasing dynamic loss scale from 16384.0 to 32768.0");
+  zp::LossScaler floored(no_zero(2, 2, /*min_scale=*/1));
+  floored.update(true);   // 2 / 2 == 1.0: max(1.0, 1) keeps the float
+  EXPECT_EQ(*floored.update(true), "Grad overflow on iteration 1\nReducing dynamic loss scale from 1.0 to 1");
+  zp::LossScaler fixed({.dynamic = false, .flavor = zp::ScalerFlavor::kNoZero, .static_scale = 128});
+  EXPECT_EQ(*fixed.update(true), "Grad overflow on iteration: 0\nUsing static loss scale of: 128.0");
+}
+
 
 }  // namespace

@@ -1,8 +1,10 @@
-// The fp16 block as the scaler reads it (DeepSpeed's 2^32 quirk), and the overflow watch's
+// The fp16 block as the scaler reads it (DeepSpeed 0.19.8's defaults), and the overflow watch's
 // limits and diagnosis.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "zerotrain/config/config.h"
 #include "zerotrain/core/error.h"
@@ -18,13 +20,30 @@ zp::LossScalerOptions scaler_of(const std::string& fp16_block) {
       R"({"train_batch_size": 1, "zero_optimization": {"stage": 2}, "fp16": )" + fp16_block + "}"));
 }
 
-TEST(LossScalerConfig, NoScalerKeysGiveTheConstructorDefaults) {
+TEST(LossScalerConfig, NoScalerKeysGiveDeepSpeed019sDefaults) {
   const auto o = scaler_of(R"({"enabled": true})");
   EXPECT_TRUE(o.dynamic);
-  EXPECT_EQ(o.initial_scale, std::ldexp(1.0, 32));
-  EXPECT_EQ(o.hysteresis, 1);
+  EXPECT_EQ(o.initial_scale, 65536);
+  EXPECT_EQ(o.hysteresis, 2);
+  EXPECT_FALSE(o.consecutive_hysteresis);
   EXPECT_EQ(o.scale_window, 1000);
   EXPECT_EQ(o.min_scale, 1.0);
+}
+
+// DeepSpeed 0.19.8 with "fp16": {"enabled": true} and ZeRO, as the Hugging Face DeepSpeed
+// guide's log shows it: the first overflow spends the hysteresis, the second halves, and
+// training goes on at 32768. Two OVERFLOW lines, as DeepSpeed prints.
+TEST(LossScalerConfig, ReplaysTheGuidesStartWithTheDefaults) {
+  zp::LossScaler s(scaler_of(R"({"enabled": true})"));
+  std::vector<std::string> lines;
+  for (bool overflow : {true, true, false, false, false}) {
+    if (auto line = s.update(overflow)) lines.push_back(*line);
+  }
+  EXPECT_EQ(lines, (std::vector<std::string>{
+                       "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, but hysteresis is 2. "
+                       "Reducing hysteresis to 1",
+                       "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768"}));
+  EXPECT_EQ(s.scale(), 32768);
 }
 
 TEST(LossScalerConfig, AnyScalerKeyGivesTheConfigDefaults) {
@@ -43,7 +62,7 @@ TEST(LossScalerConfig, AnyScalerKeyGivesTheConfigDefaults) {
   EXPECT_EQ(o.min_scale, 0.25);
 }
 
-TEST(LossScalerConfig, StageZeroIsDeepSpeedsFp16OptimizerWithoutTheQuirk) {
+TEST(LossScalerConfig, StageZeroIsDeepSpeedsFp16Optimizer) {
   const auto o = zp::loss_scaler_options(
       zerotrain::Config::from_string(R"({"train_batch_size": 1, "fp16": {"enabled": true}})"));
   EXPECT_EQ(o.flavor, zp::ScalerFlavor::kNoZero);
@@ -101,6 +120,20 @@ TEST(OverflowWatch, GoodStepsResetTheConsecutiveCount) {
     EXPECT_NE(text.find("step 2: 256 -> 256; 1.5"), std::string::npos) << text;
     EXPECT_NE(text.find("5 step(s) skipped in all, 3 in a row"), std::string::npos) << text;
   }
+}
+
+TEST(OverflowWatch, NotesEachOverflowAfterDeepSpeedsLine) {
+  zp::OverflowWatch w({.initial_scale_power = 16});
+  w.record(overflow(0, 65536, {"head.weight", "l3.bias", "l3.weight", "l2.weight"}));
+  EXPECT_EQ(*w.overflow_note(),
+            "[zerotrain] step 1: inf/nan gradients in 4 parameter(s), first in backward: head.weight, l3.bias, "
+            "l3.weight, ...; usual while the loss scale comes down from 2^16 at the start");
+  w.record(good(1, 32768, 0.5));
+  EXPECT_FALSE(w.overflow_note().has_value());
+  w.record(overflow(2, 32768, {"l1.weight"}));
+  EXPECT_EQ(*w.overflow_note(),
+            "[zerotrain] step 3: inf/nan gradients in 1 parameter(s), first in backward: l1.weight; "
+            "2 step(s) skipped in all, 1 in a row");
 }
 
 TEST(OverflowWatch, ZeroTurnsALimitOff) {

@@ -94,9 +94,19 @@ void EngineState::update_loss_scale(const GradCheck& check) {
     watch->record(std::move(record), /*enforce_limits=*/false);
     throw NumericsError(watch->diagnosis("stopping: " + e.message()));
   }
-  if (line && comm.rank() == 0) ZT_LOG_INFO(*line);
   record.next_scale = scaler->scale();
-  watch->record(std::move(record));
+  if (comm.rank() == 0 && line) {
+    std::string_view rest = *line;   // DeepSpeed logs some events as two lines
+    for (size_t cut; (cut = rest.find('\n')) != std::string_view::npos; rest.remove_prefix(cut + 1)) {
+      ZT_LOG_INFO(std::string(rest.substr(0, cut)));
+    }
+    ZT_LOG_INFO(std::string(rest));
+  }
+  watch->record(std::move(record), /*enforce_limits=*/false);
+  if (comm.rank() == 0) {
+    if (const auto note = watch->overflow_note()) ZT_LOG_INFO(*note);
+  }
+  watch->enforce_limits();
 }
 
 void EngineState::stop_if_not_finite(double grad_norm) {

@@ -7,34 +7,20 @@ namespace zerotrain::precision {
 LossScalerOptions loss_scaler_options(const Config& config) {
   const auto& fp16 = config.fp16;
   LossScalerOptions options;
+  // Stage 0 is DeepSpeed's FP16_Optimizer (no hysteresis, its own log lines); ZeRO's
+  // optimizers use DynamicLossScaler. DeepSpeed 0.19 builds both from the fp16 block's values,
+  // written or default (2^16, hysteresis 2, window 1000, minimum 1).
+  options.flavor = config.zero_optimization.enabled() ? ScalerFlavor::kZero : ScalerFlavor::kNoZero;
   if (fp16.loss_scale > 0) {
     options.dynamic = false;
     options.static_scale = fp16.loss_scale;
     return options;
   }
-  // Stage 0 is DeepSpeed's FP16_Optimizer: 2^initial_scale_power, window and minimum from
-  // the config whether or not they were written, no hysteresis.
-  if (!config.zero_optimization.enabled()) {
-    options.flavor = ScalerFlavor::kNoZero;
-    options.initial_scale = std::ldexp(1.0, static_cast<int>(fp16.initial_scale_power));
-    options.scale_window = fp16.loss_scale_window;
-    options.min_scale = fp16.min_loss_scale;
-    options.hysteresis = 1;
-    return options;
-  }
-  // config.py get_dynamic_loss_scale_args builds the scaler's arguments only when one of
-  // these keys is present; otherwise ZeRO's CreateLossScaler uses the constructor defaults.
-  bool any_key = false;
-  for (const char* key : {"fp16.initial_scale_power", "fp16.loss_scale_window", "fp16.min_loss_scale",
-                          "fp16.hysteresis", "fp16.consecutive_hysteresis"}) {
-    any_key = any_key || config.source_of(key) != config::Source::kDefault;
-  }
-  if (!any_key) return options;   // LossScalerOptions' defaults are the constructor's
   options.initial_scale = std::ldexp(1.0, static_cast<int>(fp16.initial_scale_power));
   options.scale_window = fp16.loss_scale_window;
-  options.hysteresis = fp16.hysteresis;
-  options.consecutive_hysteresis = fp16.consecutive_hysteresis;
   options.min_scale = fp16.min_loss_scale;
+  options.hysteresis = options.flavor == ScalerFlavor::kNoZero ? 1 : fp16.hysteresis;
+  options.consecutive_hysteresis = options.flavor == ScalerFlavor::kZero && fp16.consecutive_hysteresis;
   return options;
 }
 

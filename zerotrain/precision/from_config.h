@@ -8,10 +8,10 @@
 
 namespace zerotrain::precision {
 
-// DeepSpeed's quirk included: under ZeRO (stages 1-3), an fp16 block that sets none of
-// initial_scale_power, loss_scale_window, min_loss_scale, hysteresis and
-// consecutive_hysteresis gets DynamicLossScaler's constructor defaults, a scale of 2^32 and
-// hysteresis 1. Stage 0 gets FP16_Optimizer's scaler (ScalerFlavor::kNoZero).
+// As DeepSpeed 0.19 does: the block's values, written or default (2^16, hysteresis 2, window
+// 1000, minimum 1), for every stage. (Older DeepSpeed releases gave a ZeRO fp16 block with
+// no scaler key a scale of 2^32 and hysteresis 1; 0.19 no longer does.) Stage 0 gets
+// FP16_Optimizer's scaler (ScalerFlavor::kNoZero), which has no hysteresis.
 LossScalerOptions loss_scaler_options(const Config& config);
 
 OverflowWatchOptions overflow_watch_options(const Config& config);

@@ -25,7 +25,7 @@ std::string scale_text(double scale) {
 
 OverflowWatch::OverflowWatch(const OverflowWatchOptions& options) : options_(options) {}
 
-void OverflowWatch::record(StepRecord step, bool enforce_limits) {
+void OverflowWatch::record(StepRecord step, bool enforce) {
   if (step.overflow) {
     ++consecutive_skipped_;
     ++total_skipped_;
@@ -50,8 +50,10 @@ void OverflowWatch::record(StepRecord step, bool enforce_limits) {
   }
   recent_.push_back(std::move(step));
   while (recent_.size() > options_.history) recent_.pop_front();
-  if (!enforce_limits) return;
+  if (enforce) enforce_limits();
+}
 
+void OverflowWatch::enforce_limits() const {
   const int64_t skip_limit = options_.max_consecutive_skipped_steps;
   if (skip_limit > 0 && consecutive_skipped_ >= skip_limit) {
     throw NumericsError(diagnosis(detail::str(
@@ -59,7 +61,7 @@ void OverflowWatch::record(StepRecord step, bool enforce_limits) {
         "(fp16.max_consecutive_skipped_steps is ", skip_limit, ")")));
   }
   // Sitting at the floor is normal for a while after a fall: a dynamic scale doubles again a
-  // window (plus one step, without ZeRO) after the overflow that brought it there. Still
+  // window plus one step after the overflow that brought it there. Still
   // being there later means it overflowed again at the floor. A static scale never gets here
   // (overflow_watch_options turns the limit off).
   const int64_t floor_limit = options_.max_steps_at_min_scale;
@@ -69,6 +71,29 @@ void OverflowWatch::record(StepRecord step, bool enforce_limits) {
         ") for ", steps_at_min_scale_, " steps while gradients still overflow (fp16.max_steps_at_min_scale is ",
         floor_limit, ")")));
   }
+}
+
+std::optional<std::string> OverflowWatch::overflow_note() const {
+  if (recent_.empty() || !recent_.back().overflow) return std::nullopt;
+  const StepRecord& step = recent_.back();
+  std::ostringstream out;
+  out << "[zerotrain] step " << step.step + 1 << ": ";
+  if (step.overflowed_params.empty()) {
+    out << "inf/nan gradients";
+  } else {
+    constexpr size_t kNamed = 3;
+    out << "inf/nan gradients in " << step.overflowed_params.size() << " parameter(s), first in backward: ";
+    for (size_t i = 0; i < std::min(step.overflowed_params.size(), kNamed); ++i) {
+      out << (i ? ", " : "") << step.overflowed_params[i];
+    }
+    if (step.overflowed_params.size() > kNamed) out << ", ...";
+  }
+  if (good_steps_ == 0) {
+    out << "; usual while the loss scale comes down from 2^" << options_.initial_scale_power << " at the start";
+  } else {
+    out << "; " << total_skipped_ << " step(s) skipped in all, " << consecutive_skipped_ << " in a row";
+  }
+  return out.str();
 }
 
 std::string OverflowWatch::diagnosis(const std::string& headline) const {

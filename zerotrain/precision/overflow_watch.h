@@ -37,12 +37,18 @@ class OverflowWatch {
  public:
   explicit OverflowWatch(const OverflowWatchOptions& options);
 
-  // Throws NumericsError with the diagnosis when a limit is reached (and enforce_limits).
-  void record(StepRecord step, bool enforce_limits = true);
+  // Throws NumericsError with the diagnosis when a limit is reached (and enforce).
+  void record(StepRecord step, bool enforce = true);
+  // The limits' check alone, for a caller that logs between recording and enforcing.
+  void enforce_limits() const;
 
   // The diagnosis, headed by `headline`: also appended to the scaler's own "cannot
   // decrease scale anymore" error.
   std::string diagnosis(const std::string& headline) const;
+
+  // One line after DeepSpeed's OVERFLOW line when the last step recorded overflowed: which
+  // parameters, and whether that is the usual search for a scale at the start.
+  std::optional<std::string> overflow_note() const;
 
   int64_t consecutive_skipped() const { return consecutive_skipped_; }
   // The counters a checkpoint keeps (the history of recent steps is for diagnosis only).
