@@ -15,7 +15,7 @@ namespace {
 // The options whose value is the next word; every other "-x" word is a flag.
 bool takes_value(const std::string& word) {
   if (word.find('=') != std::string::npos) return false;
-  for (const char* flag : {"--no_ssh_check", "-h", "--help"}) {
+  for (const char* flag : {"--no_ssh_check", "--no_local_rank", "-h", "--help"}) {
     if (word == flag) return false;
   }
   return true;
@@ -89,11 +89,13 @@ Command add_launch_command(CLI::App& app) {
   cmd->add_option("-i,--include", options->include, "Hosts/slots to use: NAME[:SLOT[,SLOT...]][@NAME...]");
   cmd->add_option("-e,--exclude", options->exclude, "Hosts/slots to leave out, same syntax as --include");
   cmd->add_flag("--no_ssh_check", options->no_ssh_check, "Skip the ssh pre-flight of the hostfile's hosts");
+  cmd->add_flag("--no_local_rank", options->no_local_rank,
+                "Do not give a Python program --local_rank=N as its first argument (DeepSpeed's launcher does)");
   cmd->add_option("--ssh_port", options->ssh_port, "ssh port of the remote hosts")->check(port("--ssh_port"));
   cmd->add_option("--log_dir,--enable_each_rank_log", options->log_dir,
                   "Write each rank's output to DIR/rank<N>.log (the console shows it too)");
-  cmd->add_option("--backend", options->backend, "Communication backend for the ranks: auto, gloo or mpi "
-                  "(mpi starts the ranks through mpirun)");
+  cmd->add_option("--backend", options->backend, "Communication backend for the ranks: auto, gloo, mpi, nccl or shm "
+                  "(mpi starts the ranks through mpirun; nccl needs a GPU per rank)");
   // denorm_min: the smallest double above 0, so 0 itself is refused.
   cmd->add_option("--timeout_s", options->timeout_s, "Collective timeout for the ranks, in seconds (default 300)")
       ->check(in_range("--timeout_s", std::numeric_limits<double>::denorm_min(), kMaxSeconds,

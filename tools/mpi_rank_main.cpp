@@ -39,6 +39,10 @@ zl::LaunchOptions parse_arguments(int argc, char** argv) {
       options.command.assign(argv + i + 1, argv + argc);
       return options;
     }
+    if (word == "--no_local_rank") {
+      options.no_local_rank = true;
+      continue;
+    }
     ZT_CHECK(i + 1 < argc, zerotrain::UsageError, "zerotrain-mpi-rank: ", word, " needs a value");
     const std::string value = argv[++i];
     if (word == "--kill_grace_s") {
@@ -49,9 +53,12 @@ zl::LaunchOptions parse_arguments(int argc, char** argv) {
                zerotrain::UsageError, "zerotrain-mpi-rank: --kill_grace_s ", value, " is not a number of seconds");
     } else if (word == "--log_dir") {
       options.log_dir = value;
+    } else if (word == "--visible_devices") {
+      options.visible_devices = value;
     } else {
       throw zerotrain::UsageError("zerotrain-mpi-rank: unknown option " + word +
-                                  "; usage: zerotrain-mpi-rank --kill_grace_s G [--log_dir D] -- PROGRAM ARGS...");
+                                  "; usage: zerotrain-mpi-rank --kill_grace_s G [--log_dir D] [--no_local_rank] "
+                                  "[--visible_devices LIST] -- PROGRAM ARGS...");
     }
   }
   return options;

@@ -17,6 +17,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--save_dir", default="runs/python-gpt2")
+    parser.add_argument("--local_rank", type=int, default=-1, help="local rank passed from distributed launcher")
     parser = deepspeed.add_config_arguments(parser)
     args = parser.parse_args()
 

@@ -18,14 +18,15 @@ def _launch(script, args, world, timeout, env):
     """Runs `script args` on `world` ranks; returns (command, the finished process)."""
     cmd = [sys.executable, os.path.join(HERE, script), *map(str, args)]
     if world > 1:
-        cmd = [sys.executable, "-m", "zerotrain.launcher", "--nproc_per_node", str(world), "--", *cmd]
+        cmd = [sys.executable, "-m", "zerotrain.launcher", "--nproc_per_node", str(world), "--no_local_rank", "--",
+               *cmd]
     full_env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
     return cmd, subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
 
 
 def _failure(cmd, proc):
-    # The engine's effective-config table is a hundred lines per rank: left out, so that the
-    # end of the output, where a failure shows, is what a truncated report keeps.
+    # At --log_level debug the engine's effective-config table is a hundred lines per rank:
+    # left out, so that the end of the output, where a failure shows, is what a truncated report keeps.
     stderr = "\n".join(line for line in proc.stderr.splitlines() if not _CONFIG_ROW.search(line))
     return (f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-1500:]}\n"
             f"--- stderr (the effective-config rows left out)\n{stderr[-3000:]}")

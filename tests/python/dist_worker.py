@@ -46,6 +46,7 @@ def main():
                     help="then run the package's exit handler by hand: Gloo's threads must be gone after it, and "
                          "the engine's next collective must raise CommError")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--local_rank", type=int, default=-1, help="given by the launcher, as DeepSpeed's does")
     args = ap.parse_args()
     if args.torch_first:
         dist.init_process_group("gloo")

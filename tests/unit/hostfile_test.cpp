@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -400,6 +401,178 @@ TEST(Plan, UnderMpirunEachRanksWrapperCountsItsHostsRanks) {
 TEST(Plan, NoProgramIsAnError) {
   zl::LaunchOptions o;
   EXPECT_NE(error_of([&] { zl::plan_launch(o); }).find("no program to launch"), std::string::npos);
+}
+
+// DeepSpeed's launcher: every rank of a node sees that node's slots chosen with --include or
+// --exclude as CUDA_VISIBLE_DEVICES; without a filter the variable is left as the user set it.
+TEST(Plan, IncludeAndExcludeSetEachNodesVisibleDevices) {
+  zl::LaunchOptions o;
+  o.backend = "gloo";
+  o.command = {"./train"};
+  auto plan = zl::plan_launch(o);
+  EXPECT_EQ(env_of(plan.children.at(0), "CUDA_VISIBLE_DEVICES"), "<unset>");
+
+  o.include = "localhost:1,3";   // no hostfile: this host's slots
+  plan = zl::plan_launch(o);
+  ASSERT_EQ(plan.children.size(), 2u);
+  for (int local = 0; local < 2; ++local) {
+    EXPECT_EQ(env_of(plan.children[local], "CUDA_VISIBLE_DEVICES"), "1,3");
+    EXPECT_EQ(env_of(plan.children[local], "LOCAL_RANK"), std::to_string(local));
+  }
+
+  const auto hostfile = std::filesystem::temp_directory_path() / ("zt-devices-test-" + std::to_string(::getpid()));
+  { std::ofstream(hostfile) << "localhost slots=4\n"; }
+  o.hostfile = hostfile.string();
+  o.include.clear();
+  plan = zl::plan_launch(o);
+  ASSERT_EQ(plan.children.size(), 4u);
+  EXPECT_EQ(env_of(plan.children.at(0), "CUDA_VISIBLE_DEVICES"), "<unset>");
+  o.exclude = "localhost:0";
+  plan = zl::plan_launch(o);
+  ASSERT_EQ(plan.children.size(), 3u);
+  EXPECT_EQ(env_of(plan.children.at(2), "CUDA_VISIBLE_DEVICES"), "1,2,3");
+
+  // Over ssh each remote launcher gets its host's slots; under mpirun each rank's wrapper.
+  { std::ofstream(hostfile) << "worker-0 slots=4\nworker-1 slots=4\n"; }
+  o.exclude.clear();
+  o.include = "worker-0:1@worker-1:0,2";
+  o.no_ssh_check = true;
+  o.master_addr = "10.0.0.1";
+  plan = zl::plan_launch(o);
+  ASSERT_EQ(plan.children.size(), 2u);
+  EXPECT_NE(plan.children[0].argv.back().find("'CUDA_VISIBLE_DEVICES=1'"), std::string::npos)
+      << plan.children[0].argv.back();
+  EXPECT_NE(plan.children[1].argv.back().find("'CUDA_VISIBLE_DEVICES=0,2'"), std::string::npos)
+      << plan.children[1].argv.back();
+  o.backend = "mpi";
+  plan = zl::plan_launch(o);
+  std::filesystem::remove(hostfile);
+  for (const auto& path : plan.temporary_files) std::filesystem::remove(path);
+  const auto& argv = plan.children.at(0).argv;
+  const auto flag = std::find(argv.begin(), argv.end(), "--visible_devices");
+  ASSERT_NE(flag, argv.end());
+  EXPECT_EQ(*(flag + 1), "1;0,2");
+
+  zl::LaunchOptions wrapper;
+  wrapper.mpi_rank_wrapper = true;
+  wrapper.visible_devices = "1;0,2";
+  wrapper.command = {"./train"};
+  ::setenv("OMPI_COMM_WORLD_RANK", "2", 1);
+  ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+  const auto rank2 = zl::plan_launch(wrapper);
+  ::setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+  ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
+  const auto rank0 = zl::plan_launch(wrapper);
+  ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);   // mpirun placed it elsewhere than the hostfile's order
+  const std::string misplaced = error_of([&] { zl::plan_launch(wrapper); });
+  ::unsetenv("OMPI_COMM_WORLD_RANK");
+  ::unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  EXPECT_EQ(env_of(rank2.children.at(0), "CUDA_VISIBLE_DEVICES"), "0,2");
+  EXPECT_EQ(env_of(rank0.children.at(0), "CUDA_VISIBLE_DEVICES"), "1");
+  EXPECT_NE(misplaced.find("hostfile's order"), std::string::npos) << misplaced;
+}
+
+TEST(Plan, IncludeWithoutAHostfileNamesThisHostsSlots) {
+  zl::LaunchOptions o;
+  o.backend = "gloo";
+  o.command = {"./train"};
+  o.include = "worker-0:1";
+  EXPECT_NE(error_of([&] { zl::plan_launch(o); }).find("is not this host"), std::string::npos);
+  o.include = "localhost";
+  EXPECT_NE(error_of([&] { zl::plan_launch(o); }).find("name the slots"), std::string::npos);
+  o.include = "localhost:0@127.0.0.1:1";
+  EXPECT_NE(error_of([&] { zl::plan_launch(o); }).find("give --hostfile"), std::string::npos);
+  o.include.clear();
+  o.exclude = "localhost:0";
+  EXPECT_NE(error_of([&] { zl::plan_launch(o); }).find("give one"), std::string::npos);
+}
+
+// DeepSpeed's launcher gives a Python script --local_rank=N before its own arguments;
+// zerotrain's programs and other executables get their arguments as they are.
+TEST(Plan, PythonScriptsGetLocalRankUnlessTurnedOff) {
+  using Argv = std::vector<std::string>;
+  EXPECT_EQ(zl::python_script_argument({"train.py", "--x"}), 1u);
+  EXPECT_EQ(zl::python_script_argument({"/usr/bin/python3.11", "-u", "-W", "ignore", "t.py", "a"}), 5u);
+  EXPECT_EQ(zl::python_script_argument({"python", "-m", "pkg.train", "a"}), 3u);
+  EXPECT_EQ(zl::python_script_argument({"python3", "-c", "import sys"}), 3u);
+  EXPECT_EQ(zl::python_script_argument({"python3", "-mpkg"}), 2u);
+  EXPECT_EQ(zl::python_script_argument({"python3"}), std::nullopt);
+  EXPECT_EQ(zl::python_script_argument({"python3", "-m"}), std::nullopt);
+  EXPECT_EQ(zl::python_script_argument({"./zerotrain", "train", "--deepspeed", "c.json"}), std::nullopt);
+  EXPECT_EQ(zl::python_script_argument({"sh", "-c", "python x.py"}), std::nullopt);
+  EXPECT_EQ(zl::python_script_argument({"./pythonic"}), std::nullopt);
+
+  zl::LaunchOptions o;
+  o.nproc_per_node = 2;
+  o.backend = "gloo";
+  o.command = {"python3", "-u", "train.py", "--x"};
+  auto plan = zl::plan_launch(o);
+  EXPECT_EQ(plan.children.at(1).argv, (Argv{"python3", "-u", "train.py", "--local_rank=1", "--x"}));
+  o.no_local_rank = true;
+  plan = zl::plan_launch(o);
+  EXPECT_EQ(plan.children.at(1).argv, (Argv{"python3", "-u", "train.py", "--x"}));
+  o.no_local_rank = false;
+  o.command = {"./zerotrain", "train", "--x"};
+  plan = zl::plan_launch(o);
+  EXPECT_EQ(plan.children.at(1).argv, o.command);
+
+  // Under mpirun each rank's wrapper adds it, from its local rank; --no_local_rank reaches it.
+  o.command = {"train.py"};
+  o.backend = "mpi";
+  o.no_local_rank = true;
+  const auto mpirun = zl::plan_launch(o).children.at(0).argv;
+  EXPECT_NE(std::find(mpirun.begin(), mpirun.end(), "--no_local_rank"), mpirun.end());
+  zl::LaunchOptions wrapper;
+  wrapper.mpi_rank_wrapper = true;
+  wrapper.command = {"train.py", "--x"};
+  ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);
+  const auto with = zl::plan_launch(wrapper);
+  wrapper.no_local_rank = true;
+  const auto without = zl::plan_launch(wrapper);
+  ::unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  EXPECT_EQ(with.children.at(0).argv, (Argv{"train.py", "--local_rank=3", "--x"}));
+  EXPECT_EQ(without.children.at(0).argv, (Argv{"train.py", "--x"}));
+}
+
+// --backend takes every backend the ranks know, nccl too (it needs a GPU per rank, and says
+// so in the rank that has none); threads is refused: it joins threads of one process.
+TEST(Plan, BackendNcclReachesTheRanks) {
+  zl::LaunchOptions o;
+  o.nproc_per_node = 2;
+  o.backend = "nccl";
+  o.command = {"./train"};
+  const auto plan = zl::plan_launch(o);
+  ASSERT_EQ(plan.children.size(), 2u);   // started here, not through mpirun
+  EXPECT_EQ(env_of(plan.children[1], "ZEROTRAIN_COMM_BACKEND"), "nccl");
+  o.backend = "threads";
+  EXPECT_NE(error_of([&] { zl::plan_launch(o); }).find("threads backend"), std::string::npos);
+}
+
+// DeepSpeed's .deepspeed_env, read for the remote nodes of a hostfile job: a FIFO of that
+// name is refused at once, named, instead of a read that waits for a writer forever.
+TEST(Plan, AFifoDeepspeedEnvIsRefusedNotWaitedOn) {
+  const auto dir = std::filesystem::temp_directory_path() / ("zt-ds-env-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  ASSERT_EQ(::mkfifo(".deepspeed_env", 0600), 0);
+  { std::ofstream("hostfile") << "worker-0 slots=1\nworker-1 slots=1\n"; }
+  zl::LaunchOptions o;
+  o.hostfile = "hostfile";
+  o.backend = "gloo";
+  o.no_ssh_check = true;
+  o.master_addr = "10.0.0.1";
+  o.command = {"./train"};
+  std::string message = "<no IoError>";
+  try {
+    zl::plan_launch(o);
+  } catch (const zerotrain::IoError& e) {
+    message = e.what();
+  }
+  std::filesystem::current_path(cwd);
+  std::filesystem::remove_all(dir);
+  EXPECT_NE(message.find(".deepspeed_env"), std::string::npos) << message;
+  EXPECT_NE(message.find("FIFO"), std::string::npos) << message;
 }
 
 TEST(Plan, ShellQuote) {

@@ -172,6 +172,18 @@ WorldInfo select_resources(const WorldInfo& hosts, const SelectOptions& options)
   return world;
 }
 
+WorldInfo include_on_this_host(const std::string& include) {
+  const auto specs = parse_filter(include, "--include");
+  ZT_CHECK(specs.size() == 1, UsageError, "--include '", include, "' names ", specs.size(),
+           " hosts without a --hostfile; list them in a hostfile ('HOSTNAME slots=N' per line) and give --hostfile");
+  const auto& [name, slots] = specs.front();
+  ZT_CHECK(is_local_host(name), UsageError, "--include '", include, "': host '", name, "' is not this host, and "
+           "there is no --hostfile; list the hosts in one ('HOSTNAME slots=N' per line) and give --hostfile");
+  ZT_CHECK(!slots.empty(), UsageError, "--include '", include, "': without a --hostfile, name the slots to use, "
+           "e.g. --include ", name, ":0,1 (or give --nproc_per_node N for slots 0..N-1)");
+  return {{name, {slots.begin(), slots.end()}}};
+}
+
 int total_slots(const WorldInfo& world) {
   int total = 0;
   for (const auto& h : world) total += static_cast<int>(h.slots.size());

@@ -31,6 +31,11 @@ struct SelectOptions {
 // exclude, and for num_nodes/slots_per_node with include/exclude (as DeepSpeed does).
 WorldInfo select_resources(const WorldInfo& hosts, const SelectOptions& options);
 
+// --include without a --hostfile (DeepSpeed's resources are then this host's devices): the
+// slots of this host it names, e.g. "localhost:1,3". Throws UsageError for another host, a
+// host named without slots, or this host named twice.
+WorldInfo include_on_this_host(const std::string& include);
+
 int total_slots(const WorldInfo& world);
 // "host slots=N" lines, for mpirun's --hostfile.
 std::string to_hostfile(const WorldInfo& world);

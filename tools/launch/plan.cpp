@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -122,6 +123,45 @@ int hold_a_port(SupervisorOptions& plan) {
   return plan.master_port->port();
 }
 
+// "1,3": a CUDA_VISIBLE_DEVICES value.
+std::string join_slots(const std::vector<int>& slots) {
+  std::string text;
+  for (int slot : slots) text += (text.empty() ? "" : ",") + str(slot);
+  return text;
+}
+
+// The rank's command: DeepSpeed's launcher gives a Python script --local_rank=N.
+std::vector<std::string> rank_command(const LaunchOptions& o, int local_rank) {
+  std::vector<std::string> argv = o.command;
+  if (o.no_local_rank) return argv;
+  if (auto at = python_script_argument(argv)) {
+    argv.insert(argv.begin() + static_cast<long>(*at), str("--local_rank=", local_rank));
+  }
+  return argv;
+}
+
+// Under mpirun, the CUDA_VISIBLE_DEVICES of the wrapper's rank: its host's entry of
+// `per_host` ("0,1;2,3", hostfile order). mpirun fills the hosts in hostfile order, each up to
+// its slots, so global ranks map to hosts as they do in the hostfile.
+std::string visible_devices_of_rank(const std::string& per_host, int rank, int local_rank) {
+  int offset = 0;
+  size_t start = 0;
+  while (start <= per_host.size()) {
+    const size_t end = std::min(per_host.find(';', start), per_host.size());
+    const std::string devices = per_host.substr(start, end - start);
+    const int count = static_cast<int>(std::count(devices.begin(), devices.end(), ',')) + 1;
+    if (rank < offset + count) {
+      ZT_CHECK(rank - offset == local_rank, UsageError, "mpirun placed rank ", rank, " as local rank ", local_rank,
+               " of its host, where the hostfile's order puts it at ", rank - offset, ", so the slots chosen with "
+               "--include/--exclude cannot be matched to it; use --backend gloo, or mpirun's default mapping");
+      return devices;
+    }
+    offset += count;
+    start = end + 1;
+  }
+  throw UsageError(str("rank ", rank, " is beyond the ", offset, " slots chosen with --include/--exclude"));
+}
+
 struct NodeLayout {
   int nnodes = 1;
   int node_rank = 0;
@@ -130,6 +170,7 @@ struct NodeLayout {
   int world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;   // 0: this launcher holds one (a job of one node, started whole)
+  std::vector<int> devices;   // CUDA_VISIBLE_DEVICES for every rank (--include/--exclude); empty: unset
 };
 
 void add_rank_children(SupervisorOptions& plan, const LaunchOptions& o, const NodeLayout& node) {
@@ -140,8 +181,10 @@ void add_rank_children(SupervisorOptions& plan, const LaunchOptions& o, const No
   const int master_port = node.master_port > 0 ? node.master_port : hold_a_port(plan);
   for (int local = 0; local < node.nproc; ++local) {
     const int rank = node.rank_offset + local;
-    ChildSpec child{str("rank ", rank), str("rank", rank, ".log"), o.command, comm_env(o)};
+    ChildSpec child{str("rank ", rank), str("rank", rank, ".log"), rank_command(o, local), comm_env(o)};
     if (node.nnodes == 1 && node.world_size == node.nproc) add_single_host_env(child.env);
+    // DeepSpeed's launcher: every rank of a node sees the node's chosen slots.
+    if (!node.devices.empty()) child.env.emplace_back("CUDA_VISIBLE_DEVICES", join_slots(node.devices));
     if (threads) child.env.emplace_back("OMP_NUM_THREADS", *threads);
     // torchrun's names, and DeepSpeed's launcher's (LOCAL_SIZE, CROSS_RANK, CROSS_SIZE).
     Env rendezvous = {{"RANK", str(rank)},
@@ -277,7 +320,7 @@ Env exported_env() {
   return env;
 }
 
-void add_hostfile_children(SupervisorOptions& plan, const LaunchOptions& o, const WorldInfo& world) {
+void add_hostfile_children(SupervisorOptions& plan, const LaunchOptions& o, const WorldInfo& world, bool selected) {
   const std::string exe = self_exe();
   const std::string first = world.front().host;
   std::string master_addr = o.master_addr.empty() ? first : o.master_addr;
@@ -293,7 +336,7 @@ void add_hostfile_children(SupervisorOptions& plan, const LaunchOptions& o, cons
     const int nproc = static_cast<int>(h.slots.size());
     if (is_local_host(h.host)) {
       NodeLayout node{static_cast<int>(world.size()), static_cast<int>(i), nproc, offset, world_size, master_addr,
-                      master_port};
+                      master_port, selected ? h.slots : std::vector<int>{}};
       add_rank_children(plan, o, node);
     } else {
       std::vector<std::string> remote{exe, "launch", "--nnodes", str(world.size()), "--node_rank", str(i),
@@ -304,11 +347,14 @@ void add_hostfile_children(SupervisorOptions& plan, const LaunchOptions& o, cons
       if (!o.log_dir.empty()) remote.insert(remote.end(), {"--log_dir", std::filesystem::absolute(o.log_dir).string()});
       if (!o.backend.empty()) remote.insert(remote.end(), {"--backend", o.backend});
       if (o.timeout_s > 0) remote.insert(remote.end(), {"--timeout_s", str(o.timeout_s)});
+      if (o.no_local_rank) remote.push_back("--no_local_rank");
       remote.push_back("--");
       remote.insert(remote.end(), o.command.begin(), o.command.end());
       std::string script = "cd " + shell_quote(cwd) + " && exec env";
       for (const auto& [key, value] : exported_env()) script += " " + shell_quote(key + "=" + value);
       if (!o.job_token.empty()) script += " " + shell_quote("ZEROTRAIN_JOB_TOKEN=" + o.job_token);
+      // The remote launcher has no filter, so it passes the variable on as it is.
+      if (selected) script += " " + shell_quote("CUDA_VISIBLE_DEVICES=" + join_slots(h.slots));
       script += " " + join_quoted(remote);
       auto argv = ssh_prefix(o, h.host);
       // A terminal on the remote side makes it get SIGHUP when this ssh is killed, so its
@@ -324,7 +370,7 @@ void add_hostfile_children(SupervisorOptions& plan, const LaunchOptions& o, cons
 
 // --- mpirun -----------------------------------------------------------------------------
 
-void add_mpirun_child(SupervisorOptions& plan, const LaunchOptions& o, const WorldInfo* world) {
+void add_mpirun_child(SupervisorOptions& plan, const LaunchOptions& o, const WorldInfo* world, bool selected) {
   ZT_CHECK(o.nnodes <= 1 || world != nullptr, UsageError,
            "--backend mpi starts every node through mpirun: list the nodes in --hostfile instead of starting each "
            "with --nnodes/--node_rank");
@@ -374,6 +420,12 @@ void add_mpirun_child(SupervisorOptions& plan, const LaunchOptions& o, const Wor
   // (they are then the launcher's children: it is their subreaper).
   env.emplace_back("ZEROTRAIN_LAUNCHER_PID", str(::getpid()));
   argv.insert(argv.end(), {mpi_rank_exe(), "--kill_grace_s", str(o.kill_grace_s)});
+  if (o.no_local_rank) argv.push_back("--no_local_rank");
+  if (selected && world != nullptr) {
+    std::string per_host;
+    for (const auto& h : *world) per_host += (per_host.empty() ? "" : ";") + join_slots(h.slots);
+    argv.insert(argv.end(), {"--visible_devices", per_host});
+  }
   if (!o.log_dir.empty()) argv.insert(argv.end(), {"--log_dir", std::filesystem::absolute(o.log_dir).string()});
   argv.push_back("--");
   argv.insert(argv.end(), o.command.begin(), o.command.end());
@@ -416,6 +468,30 @@ bool uses_mpirun(const LaunchOptions& o) {
 
 }  // namespace
 
+std::optional<size_t> python_script_argument(const std::vector<std::string>& command) {
+  if (command.empty()) return std::nullopt;
+  if (command[0].ends_with(".py")) return 1;
+  const std::string name = std::filesystem::path(command[0]).filename().string();
+  const bool python = name.starts_with("python") &&
+                      std::all_of(name.begin() + 6, name.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; });
+  if (!python) return std::nullopt;
+  for (size_t i = 1; i < command.size(); ++i) {
+    const std::string& word = command[i];
+    // -m MODULE, -c CODE, -- SCRIPT: the argument goes after the word that follows.
+    if (word == "-m" || word == "-c" || word == "--") {
+      return i + 1 < command.size() ? std::optional<size_t>(i + 2) : std::nullopt;
+    }
+    if (word.size() > 2 && (word.starts_with("-m") || word.starts_with("-c"))) return i + 1;   // -mMODULE
+    if (word == "-W" || word == "-X" || word == "--check-hash-based-pycs") {
+      ++i;   // an option with a value
+      continue;
+    }
+    if (word.size() > 1 && word[0] == '-') continue;   // -u, -O, -B, ...
+    return i + 1;   // the script ("-": standard input)
+  }
+  return std::nullopt;   // the interpreter alone
+}
+
 std::string shell_quote(const std::string& text) {
   std::string quoted = "'";
   for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -450,31 +526,41 @@ SupervisorOptions plan_launch(const LaunchOptions& options) {
     // notice would come once per rank, so there is none.
     const int on_host = static_cast<int>(env::get_int("OMPI_COMM_WORLD_LOCAL_SIZE").value_or(1));
     if (auto threads = omp_threads_per_rank(on_host)) names.emplace_back("OMP_NUM_THREADS", *threads);
-    plan.children.push_back({str("rank ", rank), str("rank", rank, ".log"), o.command, names});
+    const int local_rank = static_cast<int>(env::get_int("OMPI_COMM_WORLD_LOCAL_RANK").value_or(0));
+    if (!o.visible_devices.empty()) {
+      names.emplace_back("CUDA_VISIBLE_DEVICES", visible_devices_of_rank(o.visible_devices, rank, local_rank));
+    }
+    plan.children.push_back({str("rank ", rank), str("rank", rank, ".log"), rank_command(o, local_rank), names});
     plan.announce_signals = false;   // mpirun stopping the other ranks is not news
     plan.report_rank_to_launcher = rank;
     return plan;
   }
   o.job_token = job_token_of(o);
   const bool mpi = uses_mpirun(o);
-  if (!o.hostfile.empty() || !o.include.empty() || !o.exclude.empty()) {
-    ZT_CHECK(!o.hostfile.empty(), UsageError, "--include/--exclude select hosts of a --hostfile; give one");
-    const WorldInfo world =
-        select_resources(read_hostfile(o.hostfile), {o.include, o.exclude, o.nnodes, o.nproc_per_node});
+  // --include/--exclude choose slots, and each rank sees its node's as CUDA_VISIBLE_DEVICES,
+  // as under DeepSpeed's launcher. Without them the variable is left as the user set it.
+  const bool selected = !o.include.empty() || !o.exclude.empty();
+  if (!o.hostfile.empty() || selected) {
+    ZT_CHECK(!o.hostfile.empty() || o.exclude.empty(), UsageError, "--exclude leaves out hosts or slots of a "
+             "--hostfile; give one, or name this host's slots to use with --include, e.g. --include localhost:0,1");
+    const WorldInfo hosts = o.hostfile.empty() ? include_on_this_host(o.include) : read_hostfile(o.hostfile);
+    const WorldInfo world = select_resources(hosts, {o.include, o.exclude, o.nnodes, o.nproc_per_node});
     if (mpi) {
-      add_mpirun_child(plan, o, &world);
+      add_mpirun_child(plan, o, &world, selected);
     } else if (world.size() == 1 && is_local_host(world.front().host)) {
       LaunchOptions local = o;
       local.nproc_per_node = total_slots(world);
       local.nnodes = 1;
-      add_rank_children(plan, o, per_node_layout(local));
+      NodeLayout node = per_node_layout(local);
+      if (selected) node.devices = world.front().slots;
+      add_rank_children(plan, o, node);
     } else {
-      add_hostfile_children(plan, o, world);
+      add_hostfile_children(plan, o, world, selected);
     }
     return plan;
   }
   if (mpi) {
-    add_mpirun_child(plan, o, nullptr);
+    add_mpirun_child(plan, o, nullptr, false);
   } else {
     add_rank_children(plan, o, per_node_layout(o));
   }
