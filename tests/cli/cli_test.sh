@@ -74,6 +74,30 @@ mkfifo "$tmp/fifo.json"
 expect fifo_config 3 "fifo.json: cannot read the config file: is a FIFO (named pipe)" -- \
   timeout 20 "$zt" config check "$tmp/fifo.json"
 expect dir_hostfile 2 "cannot read the hostfile $tmp: is a directory" -- "$zt" launch --hostfile "$tmp" -- true
+# `config check -`: the config on standard input, validated as a file is.
+expect config_stdin 0 "standard input: OK at world size 2" -- \
+  sh -c "'$zt' config check - --world_size 2 <'$root/examples/ds_config_zero2.json'"
+echo '{"train_batch_size": "x"}' >"$tmp/bad_stdin.json"
+expect config_stdin_bad 3 "standard input: 1 problem" 'train_batch_size: expected an integer' -- \
+  sh -c "'$zt' config check - <'$tmp/bad_stdin.json'"
+expect config_stdin_empty 3 "standard input: no config came" -- sh -c "'$zt' config check - </dev/null"
+
+# The launcher as DeepSpeed's: each rank sees the slots --include chose as CUDA_VISIBLE_DEVICES
+# (a variable the user set is kept when nothing was chosen), and a Python program gets
+# --local_rank=N before its arguments (the launcher goes by the name: show.py is a shell script).
+printf '#!/bin/sh\necho "argv=$* cvd=${CUDA_VISIBLE_DEVICES-unset}"\n' >"$tmp/show.py"
+chmod +x "$tmp/show.py"
+cp "$tmp/show.py" "$tmp/show"
+expect launch_include 0 "[rank 0] argv=--local_rank=0 a cvd=1,3" "[rank 1] argv=--local_rank=1 a cvd=1,3" -- \
+  env -u CUDA_VISIBLE_DEVICES "$zt" launch --backend gloo --include localhost:1,3 -- "$tmp/show.py" a
+expect launch_no_local_rank 0 "[rank 1] argv=a cvd=1,3" -- \
+  "$zt" launch --backend gloo --include localhost:1,3 --no_local_rank -- "$tmp/show.py" a
+expect launch_not_python 0 "[rank 1] argv=a cvd=5,6" -- \
+  env CUDA_VISIBLE_DEVICES=5,6 "$zt" launch --backend gloo --nproc_per_node 2 -- "$tmp/show" a
+expect launch_python_c 0 "[rank 1] args=--local_rank=1 a" -- \
+  "$zt" launch --backend gloo --nproc_per_node 2 -- python3 -c 'import sys; print("args=" + " ".join(sys.argv[1:]))' a
+expect launch_backend_nccl 0 "[rank 1] backend=nccl" -- \
+  "$zt" launch --backend nccl --nproc_per_node 2 -- sh -c 'echo "backend=$ZEROTRAIN_COMM_BACKEND"'
 echo '{"train_micro_batch_size_per_gpu": 9223372036854775807}' >"$tmp/huge_batch.json"
 expect batch_overflow 3 "9223372036854775807 * 2 does not fit in a 64-bit integer" -- \
   "$zt" config check "$tmp/huge_batch.json" --world_size 2
