@@ -338,10 +338,15 @@ std::string problems(const Config& c) {
   return out;
 }
 
+// A clone without the corpus beside it (../shared/conformance) skips these tests, and says so:
+// a skip, never a pass.
+#define SKIP_WITHOUT_CORPUS()                                                                      \
+  if (!std::filesystem::is_directory(corpus_dir()))                                                \
+  GTEST_SKIP() << "skipped: ../shared/conformance not found (" << corpus_dir().string()            \
+               << " is not a directory; ZEROTRAIN_CONFORMANCE_DIR names another)"
+
 TEST(Conformance, TableCoversTheCorpusExactly) {
-  ASSERT_TRUE(std::filesystem::is_directory(corpus_dir()))
-      << corpus_dir() << " is missing: the conformance corpus lives in shared/ beside the clone "
-      << "(or set ZEROTRAIN_CONFORMANCE_DIR)";
+  SKIP_WITHOUT_CORPUS();
   std::set<std::string> on_disk, in_table;
   for (const auto& entry : std::filesystem::directory_iterator(corpus_dir())) {
     if (entry.path().extension() == ".json") on_disk.insert(entry.path().filename().string());
@@ -355,6 +360,7 @@ TEST(Conformance, TableCoversTheCorpusExactly) {
 class ConformanceFile : public ::testing::TestWithParam<Expected> {};
 
 TEST_P(ConformanceFile, HasItsDocumentedOutcome) {
+  SKIP_WITHOUT_CORPUS();
   const Expected& e = GetParam();
   auto path = corpus_dir() / e.file;
   ASSERT_TRUE(std::filesystem::exists(path)) << path;
