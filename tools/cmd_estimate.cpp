@@ -9,12 +9,12 @@
 #include <optional>
 
 #include "tools/commands.h"
+#include "zerotrain/config/stage_traits.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/strings.h"
 #include "zerotrain/estimate/deepspeed_estimator.h"
 #include "zerotrain/estimate/detailed.h"
 #include "zerotrain/models/models.h"
-#include "zerotrain/stages/traits.h"
 
 namespace zerotrain::tools {
 namespace {
@@ -166,7 +166,7 @@ nlohmann::ordered_json detailed_json(const estimate::ModelShape& shape, const es
           s.stage = stage;
           s.offload_optimizer = optimizer;
           s.offload_param = param;
-          const auto traits = stages::traits_of(stage);
+          const auto traits = config::traits_of(stage);
           if ((optimizer != Offload::kNone && !traits.shards_optimizer) ||
               (param != Offload::kNone && !traits.shards_parameters)) {
             continue;

@@ -21,6 +21,7 @@ set(ZEROTRAIN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/config/reader.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/schema_optim.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/config.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/config/stage_traits.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/checks.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/batch.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/resolve.cpp

@@ -10,6 +10,15 @@
 namespace zerotrain::config {
 namespace {
 
+// The stage numbers DeepSpeed's assertions name, in traits: its stage_1_and_2.py optimizer
+// (stages 1 and 2) shards the optimizer but not the parameters, and stage 2 of those also
+// shards the gradients. A stage outside 0..3 is neither (the reader reports it).
+bool stage_1_or_2(const ZeroConfig& z) {
+  const auto t = z.traits();
+  return t && t->shards_optimizer && !t->shards_parameters;
+}
+bool stage_2(const ZeroConfig& z) { return stage_1_or_2(z) && z.traits()->shards_gradients; }
+
 void check_precision(const Config& c, Diagnostics& diags) {
   // config.py: 'bfloat16 and fp16 modes cannot be simultaneously enabled'
   if (c.fp16_enabled() && c.bf16_enabled()) {
@@ -18,7 +27,7 @@ void check_precision(const Config& c, Diagnostics& diags) {
   // config.py: fp16_master_weights_and_grads needs ZeRO-2 with CPU optimizer offload
   const auto& z = c.zero_optimization;
   if (c.fp16.fp16_master_weights_and_grads &&
-      !(z.stage == 2 && z.offload_optimizer && z.offload_optimizer->device == OffloadDevice::kCpu)) {
+      !(stage_2(z) && z.offload_optimizer && z.offload_optimizer->device == OffloadDevice::kCpu)) {
     diags.error("fp16.fp16_master_weights_and_grads",
                 "only supported with ZeRO stage 2 and offload_optimizer.device \"cpu\"",
                 "set zero_optimization.stage to 2 with CPU optimizer offload, or remove the key");
@@ -28,16 +37,16 @@ void check_precision(const Config& c, Diagnostics& diags) {
 void check_zero(const Config& c, Diagnostics& diags) {
   const auto& z = c.zero_optimization;
   // DeepSpeed ignores offload_param below stage 3; asking for it there is a mistake.
-  if (z.offload_param && z.offload_param->enabled() && z.stage != 3) {
+  if (z.offload_param && z.offload_param->enabled() && !z.shards_parameters()) {
     diags.error("zero_optimization.offload_param", "parameter offload needs ZeRO stage 3, but stage is " +
                                                        std::to_string(z.stage),
                 "set zero_optimization.stage to 3, or remove offload_param");
   }
-  if (z.offload_optimizer && z.offload_optimizer->enabled() && z.stage == 0) {
+  if (z.offload_optimizer && z.offload_optimizer->enabled() && z.traits() && !z.enabled()) {
     diags.error("zero_optimization.offload_optimizer", "optimizer offload needs ZeRO stage 1, 2 or 3",
                 "set zero_optimization.stage, or remove offload_optimizer");
   }
-  if (z.offload_optimizer && z.offload_optimizer->ratio < 1.0 && z.stage != 3) {
+  if (z.offload_optimizer && z.offload_optimizer->ratio < 1.0 && !z.shards_parameters()) {
     diags.error("zero_optimization.offload_optimizer.ratio", "Partial offloading only supported for ZeRO Stage 3",
                 "set ratio to 1.0");
   }
@@ -61,12 +70,12 @@ void check_zero(const Config& c, Diagnostics& diags) {
                 "use 1048576 (DeepSpeed's default) or run `zerotrain io-bench --path DIR` to pick one");
   }
   // stage_1_and_2.py: allgather_bucket_size must be a multiple of nccl_start_alignment_factor, 2
-  if ((z.stage == 1 || z.stage == 2) && z.allgather_bucket_size % 2 != 0) {
+  if (stage_1_or_2(z) && z.allgather_bucket_size % 2 != 0) {
     diags.error("zero_optimization.allgather_bucket_size",
                 "must be a multiple of 2 for stages 1 and 2, got " + std::to_string(z.allgather_bucket_size));
   }
   // stage_1_and_2.py asserts postscale and no predivide when gradients are reduce-scattered.
-  if (z.stage == 2 && z.reduce_scatter) {
+  if (stage_2(z) && z.reduce_scatter) {
     if (c.prescale_gradients) {
       diags.error("prescale_gradients", "not supported with ZeRO stage 2 and reduce_scatter",
                   "set prescale_gradients to false (gradients are averaged after the reduce-scatter)");
@@ -83,7 +92,7 @@ void check_optimizer(const Config& c, Diagnostics& diags) {
   auto kind = c.optimizer->kind;
   bool zero_tested = kind == OptimizerKind::kAdam || kind == OptimizerKind::kAdamW ||
                      kind == OptimizerKind::kAdagrad || kind == OptimizerKind::kLion;
-  if (c.zero_optimization.stage > 0 && !zero_tested && !c.zero_allow_untested_optimizer) {
+  if (c.zero_optimization.enabled() && !zero_tested && !c.zero_allow_untested_optimizer) {
     diags.error("optimizer.type", "\"" + c.optimizer->type + "\" is not a ZeRO-tested optimizer",
                 "add \"zero_allow_untested_optimizer\": true to use it with ZeRO (DeepSpeed requires the same)");
   }

@@ -204,12 +204,12 @@ void fill_auto(Config& c, const TrainerArgs& a) {
       f.fill_only("zero_optimization.reduce_bucket_size", z.reduce_bucket_size,
                   checked_product({h, h}, "the model's hidden_size^2 (for reduce_bucket_size)"));
     }
-    if (z.stage == 3 && z.prefetch_bucket_size.is_auto) {
+    if (z.shards_parameters() && z.prefetch_bucket_size.is_auto) {
       const int64_t h2 = checked_product({h, h}, "the model's hidden_size^2 (for stage3_prefetch_bucket_size)");
       f.fill_only("zero_optimization.prefetch_bucket_size", z.prefetch_bucket_size,
                   static_cast<int64_t>(0.9 * static_cast<double>(h2)));
     }
-    if (z.stage == 3 && z.param_persistence_threshold.is_auto) {
+    if (z.shards_parameters() && z.param_persistence_threshold.is_auto) {
       f.fill_only("zero_optimization.param_persistence_threshold", z.param_persistence_threshold,
                   checked_product({10, h}, "10 * the model's hidden_size (for stage3_param_persistence_threshold)"));
     }
@@ -301,7 +301,7 @@ void derive_batch(Config& c, int64_t world_size) {
 void finalize(Config& c, int64_t world_size) {
   auto& z = c.zero_optimization;
   // Outside stage 3 these are unused; DeepSpeed drops their "auto" and keeps the default.
-  if (z.stage != 3) {
+  if (!z.shards_parameters()) {
     for (auto* field : {&z.prefetch_bucket_size, &z.param_persistence_threshold}) field->is_auto = false;
   }
   Diagnostics problems;

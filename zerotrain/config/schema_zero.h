@@ -8,6 +8,7 @@
 #include <string>
 
 #include "zerotrain/config/field.h"
+#include "zerotrain/config/stage_traits.h"
 
 namespace zerotrain::config {
 
@@ -105,12 +106,23 @@ struct ZeroConfig {
   bool override_module_apply = true;
   bool log_trace_cache_warnings = false;
 
+  // The traits of `stage`; none when it is outside 0..3, which the reader reports.
+  std::optional<StageTraits> traits() const { return find_traits(stage); }
+
   // DeepSpeed's zero_enabled: a ZeRO optimizer wraps the optimizer (stage 0 uses the plain
   // FP16_Optimizer/BF16_Optimizer wrappers, with their own loss scaler and accumulation dtype).
-  bool enabled() const { return stage > 0; }
+  bool enabled() const {
+    const auto t = traits();
+    return t && t->shards_optimizer;
+  }
+  // Stage 3: what the stage-3 keys (prefetch, persistence, parameter offload) apply to.
+  bool shards_parameters() const {
+    const auto t = traits();
+    return t && t->shards_parameters;
+  }
 
   // DeepSpeed: overlap_comm defaults to True for stage 3 and False otherwise.
-  bool effective_overlap_comm() const { return overlap_comm.value_or(stage == 3); }
+  bool effective_overlap_comm() const { return overlap_comm.value_or(shards_parameters()); }
 
   template <class V> void visit(V& v) {
     v.field("stage", stage, {.min = 0, .max = 3});

@@ -28,7 +28,7 @@ namespace {
 using engine::detail::EngineState;
 using engine::detail::GroupState;
 
-void check_optimizer_source(const Config& c, const stages::StageTraits& stage, const InitOptions& options) {
+void check_optimizer_source(const Config& c, const config::StageTraits& stage, const InitOptions& options) {
   if (!options.optimizer) {
     ZT_CHECK(c.optimizer.has_value(), ConfigError,
              "the config has no \"optimizer\" block and no client optimizer was given; add one (e.g. "
@@ -264,7 +264,7 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
   auto s = std::make_unique<EngineState>(model, std::move(config), std::move(*communicator));
   // Refuses what `config check` refuses (config/checks.cpp), on the resolved values.
   config::finalize(s->config, s->comm.world_size());
-  const stages::StageTraits traits = stages::traits_of(static_cast<int>(s->config.zero_optimization.stage));
+  const config::StageTraits traits = config::traits_of(static_cast<int>(s->config.zero_optimization.stage));
   s->accumulation_steps = s->config.gradient_accumulation_steps.value.value_or(1);
   s->overlap_comm = s->config.zero_optimization.effective_overlap_comm();
   s->ignore_unused_parameters = s->config.zero_optimization.ignore_unused_parameters;

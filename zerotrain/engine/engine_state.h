@@ -93,7 +93,7 @@ struct EngineState {
     return forced_boundary ? *forced_boundary : (micro_steps + 1) % accumulation_steps == 0;
   }
   double loss_scale() const { return scaler ? scaler->scale() : 1.0; }
-  const stages::StageTraits& traits() const { return stage->traits(); }
+  const config::StageTraits& traits() const { return stage->traits(); }
 
   EngineState(std::shared_ptr<torch::nn::Module> model_in, Config config_in, comm::Communicator comm_in)
       : model(std::move(model_in)), config(std::move(config_in)), comm(std::move(comm_in)) {}
@@ -140,7 +140,7 @@ struct EngineState {
 // (null otherwise), for the stage's context; and the optimizer offload, once the groups are
 // set up.
 // `model`: its parameters' device decides what offload_param "cpu" means (a swap on a GPU only).
-std::shared_ptr<stages::stage3::ParamSwap> make_param_swap(const Config& c, const stages::StageTraits& traits, int rank,
+std::shared_ptr<stages::stage3::ParamSwap> make_param_swap(const Config& c, const config::StageTraits& traits, int rank,
                                                            torch::nn::Module& model);
 void start_offload(EngineState& s);
 

@@ -17,7 +17,7 @@ namespace zerotrain::engine::detail {
 // offload_param "nvme" (docs/offload.md): stage 3 keeps each rank's parameter shard on disk.
 // "cpu" keeps it in pinned host memory when the model is on a GPU; on a CPU it is in host
 // memory anyway, and no swap is made.
-std::shared_ptr<stages::stage3::ParamSwap> make_param_swap(const Config& c, const stages::StageTraits& traits, int rank,
+std::shared_ptr<stages::stage3::ParamSwap> make_param_swap(const Config& c, const config::StageTraits& traits, int rank,
                                                            torch::nn::Module& model) {
   const auto& block = c.zero_optimization.offload_param;
   c10::Device device(c10::kCPU);

@@ -23,7 +23,7 @@ int64_t bytes_of(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
 // The engine's defaults (engine/mixed_precision.cpp): gradients accumulate in the training
 // dtype, except bf16 at stage 0 (fp32); they travel in the training dtype.
 int64_t accum_bytes(const Setup& s) {
-  if (s.precision == Precision::kBf16 && !stages::traits_of(s.stage).shards_optimizer) return kFp32;
+  if (s.precision == Precision::kBf16 && !config::traits_of(s.stage).shards_optimizer) return kFp32;
   return bytes_of(s.precision);
 }
 
@@ -49,7 +49,7 @@ struct RankLayout {
   int64_t gathered_numel = 0;   // stage 3: unit parameters alive at once
 };
 
-RankLayout layout_of(const ModelShape& model, const Setup& s, const stages::StageTraits& stage, int rank) {
+RankLayout layout_of(const ModelShape& model, const Setup& s, const config::StageTraits& stage, int rank) {
   if (!stage.shards_parameters) {
     return {partition::GroupLayout(model.param_numels, std::max<int64_t>(1, s.reduce_bucket_size), s.world_size, rank)};
   }
@@ -87,7 +87,7 @@ RankLayout layout_of(const ModelShape& model, const Setup& s, const stages::Stag
 }
 
 Breakdown rank_states(const ModelShape& model, const Setup& s, int rank) {
-  const stages::StageTraits stage = stages::traits_of(s.stage);
+  const config::StageTraits stage = config::traits_of(s.stage);
   const RankLayout rl = layout_of(model, s, stage, rank);
   const partition::GroupLayout& layout = rl.layout;
   const int64_t p = bytes_of(s.precision), a = accum_bytes(s), c = bytes_of(s.precision);
@@ -214,7 +214,7 @@ Breakdown estimate(const ModelShape& model, const Setup& s) {
            " is longer than the model's block_size ", model.gpt ? model.gpt->block_size : 0,
            " (its position embedding has no more rows); raise block_size in --model_config");
   ZT_CHECK(model.gpt || s.seq_len == 0, UsageError, "--seq_len applies to gpt only");
-  const stages::StageTraits stage = stages::traits_of(s.stage);
+  const config::StageTraits stage = config::traits_of(s.stage);
   ZT_CHECK(s.offload_param == Offload::kNone || stage.shards_parameters, UsageError,
            "parameter offload needs ZeRO stage 3");
   ZT_CHECK(s.offload_optimizer == Offload::kNone || stage.shards_optimizer, UsageError,
@@ -375,7 +375,7 @@ std::vector<int64_t> sub_group_candidates(const Setup& base) {
 
 std::string config_of(const Setup& s) {
   std::string zero = fmt::format("\"stage\": {}", s.stage);
-  if (stages::traits_of(s.stage).shards_optimizer) {
+  if (config::traits_of(s.stage).shards_optimizer) {
     zero += fmt::format(", \"reduce_bucket_size\": {}, \"overlap_comm\": {}", s.reduce_bucket_size,
                         s.overlap_comm ? "true" : "false");
   }

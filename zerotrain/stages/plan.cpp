@@ -7,7 +7,7 @@
 
 namespace zerotrain::stages {
 
-GroupPlan plan_group(const StageTraits& stage, const partition::GroupLayout& layout, const PlanDtypes& dtypes,
+GroupPlan plan_group(const config::StageTraits& stage, const partition::GroupLayout& layout, const PlanDtypes& dtypes,
                      int64_t resident_numel) {
   const int64_t full = layout.numel(), shard = layout.shard_numel();
   GroupPlan p;

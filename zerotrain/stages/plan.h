@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "zerotrain/config/stage_traits.h"
 #include "zerotrain/partition/layout.h"
-#include "zerotrain/stages/traits.h"
 
 namespace zerotrain::stages {
 
@@ -34,7 +34,7 @@ struct GroupPlan {
 };
 
 // `resident_numel`: at stage 3, the elements of the unit that stays gathered (stages/unit_plan.h).
-GroupPlan plan_group(const StageTraits& stage, const partition::GroupLayout& layout, const PlanDtypes& dtypes,
+GroupPlan plan_group(const config::StageTraits& stage, const partition::GroupLayout& layout, const PlanDtypes& dtypes,
                      int64_t resident_numel = 0);
 
 // Gradient reductions in flight at once: two with overlap_comm (DeepSpeed's double ipg

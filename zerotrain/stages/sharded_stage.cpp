@@ -79,7 +79,7 @@ PendingReduce Stage1::reduce_bucket(GroupState& g, std::size_t bucket) {
 // backward and accumulated into this rank's shard; the full gradients go at once. Staging
 // buffers come from a pool kept across steps (staging_pool.h): each parameter's range is
 // written (its gradient, or zeros when it had none), so a reused buffer needs no zeroing.
-Stage2::Stage2(StageTraits traits, StageContext context)
+Stage2::Stage2(config::StageTraits traits, StageContext context)
     : ShardedStage(traits, std::move(context)),
       pool_(staging_buffers_kept(ctx_.zero != nullptr && ctx_.zero->effective_overlap_comm()), ctx_.meter) {}
 

@@ -14,12 +14,12 @@
 
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/config/config.h"
+#include "zerotrain/config/stage_traits.h"
 #include "zerotrain/precision/dtypes.h"
 #include "zerotrain/stages/bucket_reducer.h"
 #include "zerotrain/stages/group.h"
 #include "zerotrain/stages/plan.h"
 #include "zerotrain/stages/staging.h"
-#include "zerotrain/stages/traits.h"
 
 namespace torch::nn {
 class Module;
@@ -64,12 +64,12 @@ struct StageContext {
 
 class Stage {
  public:
-  Stage(StageTraits traits, StageContext context) : traits_(traits), ctx_(std::move(context)) {}
+  Stage(config::StageTraits traits, StageContext context) : traits_(traits), ctx_(std::move(context)) {}
   virtual ~Stage() = default;
   Stage(const Stage&) = delete;
   Stage& operator=(const Stage&) = delete;
 
-  const StageTraits& traits() const { return traits_; }
+  const config::StageTraits& traits() const { return traits_; }
 
   // Setting up, in this order: the model, before any group (stage 3 finds its units);
   // each group's layout (it may reorder g.params and g.param_names); its parameters moved
@@ -137,10 +137,10 @@ class Stage {
   // sum where the average fits. Returns the op to reduce with; divides `wire` if needed.
   comm::ReduceOp prepare_average(const at::Tensor& wire);
 
-  StageTraits traits_;
+  config::StageTraits traits_;
   StageContext ctx_;
 };
 
-std::unique_ptr<Stage> make_stage(const StageTraits& traits, StageContext context);
+std::unique_ptr<Stage> make_stage(const config::StageTraits& traits, StageContext context);
 
 }  // namespace zerotrain::stages

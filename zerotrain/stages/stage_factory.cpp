@@ -4,8 +4,8 @@
 
 namespace zerotrain::stages {
 
-std::unique_ptr<Stage> make_stage(const StageTraits& traits, StageContext context) {
-  check_supported(traits);
+std::unique_ptr<Stage> make_stage(const config::StageTraits& traits, StageContext context) {
+  config::check_supported(traits);
   if (traits.shards_parameters) {
     stage3::Stage3Options options;
     if (context.zero) {

@@ -42,7 +42,7 @@ class Stage1 final : public ShardedStage {
 
 class Stage2 : public ShardedStage {
  public:
-  Stage2(StageTraits traits, StageContext context);
+  Stage2(config::StageTraits traits, StageContext context);
   void on_gradient(GroupState& g, std::size_t param, const at::Tensor& grad) override;
   void on_unused(GroupState& g, std::size_t param) override;
   PendingReduce reduce_bucket(GroupState& g, std::size_t bucket) override;

@@ -16,11 +16,11 @@
 #include "zerotrain/comm/rendezvous.h"
 #include "zerotrain/comm/report.h"
 #include "zerotrain/config/resolve.h"
+#include "zerotrain/config/stage_traits.h"
 #include "zerotrain/config/trainer_blocks.h"
 #include "zerotrain/core/cpu_features.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
-#include "zerotrain/stages/traits.h"
 #include "zerotrain/trainer/checkpoint_folders.h"
 #include "zerotrain/trainer/device.h"
 #include "zerotrain/trainer/memory_check.h"
@@ -117,7 +117,7 @@ Trainer::Trainer(TrainingArguments args, ModelSpec spec, TrainerData data, Train
     // the model under DeepSpeed's zero.Init: the model is never whole on any rank.
     std::optional<ZeroInit> zero_init;
     std::unique_lock<std::mutex> seeding(seed_and_build_mutex(), std::defer_lock);
-    if (stages::traits_of(static_cast<int>(s.config.zero_optimization.stage)).shards_parameters) {
+    if (config::traits_of(static_cast<int>(s.config.zero_optimization.stage)).shards_parameters) {
       zero_init.emplace(s.config, *s.comm, s.device);
     } else {
       // Ranks that are threads of one process (the in-process backend) share LibTorch's

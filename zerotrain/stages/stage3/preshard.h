@@ -17,7 +17,7 @@ namespace torch::nn {
 class Module;
 }
 
-namespace zerotrain::stages {
+namespace zerotrain::config {
 struct StageTraits;
 }
 
@@ -52,7 +52,7 @@ std::optional<comm::Communicator> preshard_comm(torch::nn::Module& model);
 // Before initialize touches a parameter: throws ConfigError when `model` was built under
 // ZeroInit and this engine cannot take it as it is (a stage that keeps whole parameters,
 // another training dtype, other ranks).
-void check_presharded(torch::nn::Module& model, const StageTraits& traits, at::ScalarType model_dtype,
+void check_presharded(torch::nn::Module& model, const config::StageTraits& traits, at::ScalarType model_dtype,
                       const comm::Communicator& comm);
 
 // The full elements of `piece` into `flat_out` (param.numel() elements) from every rank's

@@ -28,7 +28,7 @@ class Stage3::Hooks final : public UnitHooks {
   Stage3* stage_;
 };
 
-Stage3::Stage3(StageTraits traits, StageContext context, Stage3Options options)
+Stage3::Stage3(config::StageTraits traits, StageContext context, Stage3Options options)
     : Stage2(traits, std::move(context)),
       options_(options),
       swap_(ctx_.param_swap.get()),

@@ -28,7 +28,7 @@ struct Stage3Options {
 
 class Stage3 final : public Stage2 {
  public:
-  Stage3(StageTraits traits, StageContext context, Stage3Options options);
+  Stage3(config::StageTraits traits, StageContext context, Stage3Options options);
   ~Stage3() override;
 
   void attach(torch::nn::Module& model) override;

@@ -6,12 +6,12 @@
 
 #include <unordered_set>
 
+#include "zerotrain/config/stage_traits.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/precision/dtypes.h"
 #include "zerotrain/stages/stage3/preshard.h"
 #include "zerotrain/stages/stage3/sharded.h"
 #include "zerotrain/stages/stage3/storage.h"
-#include "zerotrain/stages/traits.h"
 
 namespace zerotrain {
 
@@ -28,7 +28,7 @@ namespace {
 thread_local ZeroInit::State* active = nullptr;
 
 comm::Communicator join(const Config& config, std::optional<comm::Communicator> comm) {
-  const auto traits = stages::traits_of(static_cast<int>(config.zero_optimization.stage));
+  const auto traits = config::traits_of(static_cast<int>(config.zero_optimization.stage));
   ZT_CHECK(traits.shards_parameters, ConfigError, "zerotrain::ZeroInit cuts parameters as ZeRO stage 3 keeps them, "
            "but the config asks for stage ", traits.number, "; set \"zero_optimization\": {\"stage\": 3} or build "
            "the model without ZeroInit");
@@ -100,7 +100,7 @@ std::optional<comm::Communicator> preshard_comm(torch::nn::Module& model) {
   return units.front()->presharded()->comm;
 }
 
-void check_presharded(torch::nn::Module& model, const StageTraits& traits, at::ScalarType model_dtype,
+void check_presharded(torch::nn::Module& model, const config::StageTraits& traits, at::ScalarType model_dtype,
                       const comm::Communicator& comm) {
   for (ShardedModule* unit : presharded_units(model)) {
     const PreSharded& cut = *unit->presharded();

@@ -1,11 +1,13 @@
 // What each ZeRO stage shards and when it reduces, as plain facts (no LibTorch), so that
-// the engine, the estimator and the advisor read one description of the stages. This is
-// the only place that turns a stage number into behaviour (docs/engine.md, "The stages").
+// the config checks, the engine, the estimator and the advisor read one description of the
+// stages. This is the only place that turns a stage number into behaviour (docs/engine.md,
+// "The stages"); it lives with the config, which needs it without LibTorch.
 #pragma once
 
-#include <string>
+#include <cstdint>
+#include <optional>
 
-namespace zerotrain::stages {
+namespace zerotrain::config {
 
 struct StageTraits {
   int number = 0;                     // for logs and messages only
@@ -19,9 +21,12 @@ struct StageTraits {
 
 // The traits of ZeRO stage `stage` (0..3; UsageError otherwise).
 StageTraits traits_of(int stage);
+// The same, or none outside 0..3: the config reader reports such a stage, and its checks go
+// on with the rest of the file rather than stop at it.
+std::optional<StageTraits> find_traits(int64_t stage);
 
 // Whether this engine runs the stage; check_supported throws NotSupported saying why not.
 bool is_supported(const StageTraits& stage);
 void check_supported(const StageTraits& stage);
 
-}  // namespace zerotrain::stages
+}  // namespace zerotrain::config
