@@ -18,4 +18,8 @@ void divide_in_place(const at::Tensor& t, int world_size) {
   }
 }
 
+bool is_reducible(at::ScalarType dtype) {
+  return at::isFloatingType(dtype) || (at::isIntegralType(dtype, /*includeBool=*/false));
+}
+
 }  // namespace zerotrain::comm::detail

@@ -68,6 +68,8 @@ std::vector<std::unique_ptr<Backend>> make_thread_backends(int world_size, const
 // An average a transport cannot take: its sum (in `t`) divided by the world size, integers
 // truncated, as every backend gives them.
 void divide_in_place(const at::Tensor& t, int world_size);
+// Whether the collectives reduce `dtype`: floating point and integers, not bool or complex.
+bool is_reducible(at::ScalarType dtype);
 
 std::unique_ptr<Backend> make_gloo_backend(const RendezvousInfo& where, const CommOptions& options);
 std::unique_ptr<Backend> make_mpi_backend(const RendezvousInfo& where, const CommOptions& options);

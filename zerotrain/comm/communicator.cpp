@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include "zerotrain/comm/coalesced.h"
 #include "zerotrain/comm/collective_work.h"
 #include "zerotrain/config/config.h"
 #include "zerotrain/core/error.h"
@@ -15,6 +16,7 @@ namespace {
 
 using detail::CollectiveWork;
 using detail::CommState;
+using detail::is_reducible;
 using detail::WorkPtr;
 
 enum class Kind : int64_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, kBarrier };
@@ -53,10 +55,6 @@ void check_tensor(const at::Tensor& t, const char* what, const char* role) {
   ZT_CHECK(t.defined(), UsageError, what, ": the ", role, " tensor is undefined");
   ZT_CHECK(t.layout() == at::kStrided, NotSupported, what, ": the ", role,
            " tensor is sparse; collectives take dense tensors");
-}
-
-bool is_reducible(at::ScalarType dtype) {
-  return at::isFloatingType(dtype) || (at::isIntegralType(dtype, /*includeBool=*/false));
 }
 
 // A contiguous flat view of `t`, or a contiguous copy when `t` is not contiguous.
@@ -235,8 +233,6 @@ struct Issuer {
   }
 };
 
-#include "zerotrain/comm/coalesced_impl.h"
-
 CommOptions options_from_config(const config::Config& config) {
   CommOptions options;
   switch (config.comm.backend.value_or(config::CommBackend::kGloo)) {
@@ -327,14 +323,14 @@ Work Communicator::all_gather(const at::Tensor& input, const at::Tensor& output)
 Work Communicator::broadcast(const at::Tensor& tensor, int root) { return Issuer{state_}.broadcast(tensor, root); }
 Work Communicator::barrier() { return Issuer{state_}.barrier(); }
 Work Communicator::all_reduce_coalesced(const std::vector<at::Tensor>& tensors, ReduceOp op) {
-  return coalesced_all_reduce(Issuer{state_}, tensors, op);
+  return detail::coalesced_all_reduce(*this, tensors, op);
 }
 Work Communicator::reduce_scatter_coalesced(const std::vector<at::Tensor>& inputs,
                                             const std::vector<at::Tensor>& outputs, ReduceOp op) {
-  return coalesced_reduce_scatter(Issuer{state_}, inputs, outputs, op);
+  return detail::coalesced_reduce_scatter(*this, inputs, outputs, op);
 }
 Work Communicator::all_gather_coalesced(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
-  return coalesced_all_gather(Issuer{state_}, inputs, outputs);
+  return detail::coalesced_all_gather(*this, inputs, outputs);
 }
 
 std::vector<std::string> Communicator::composed_paths() const {

@@ -1,7 +1,19 @@
-// The *_coalesced collectives: tensors packed into flat buckets of CommOptions::bucket_nbytes,
-// one collective per bucket. Included by communicator.cpp only (it uses that file's Issuer).
-#pragma once
+// The *_coalesced collectives (coalesced.h): each bucket is packed into one flat tensor, issued
+// as one collective of the Communicator, and unpacked into the caller's tensors on wait().
+#include "zerotrain/comm/coalesced.h"
 
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include "zerotrain/comm/collective_work.h"
+#include "zerotrain/core/error.h"
+
+namespace zerotrain::comm::detail {
 namespace {
 
 // Consecutive runs of tensors of one dtype, each run cut where it would pass `cap_nbytes`.
@@ -36,11 +48,11 @@ void check_list(const std::vector<at::Tensor>& tensors, const char* what, const 
 }
 
 Work group(std::vector<WorkPtr> parts, std::function<void()> finish, std::chrono::milliseconds timeout) {
-  return Work(std::make_shared<detail::GroupWork>(std::move(parts), std::move(finish), timeout));
+  return Work(std::make_shared<GroupWork>(std::move(parts), std::move(finish), timeout));
 }
 
 // Work -> WorkImpl, to put a bucket's Work inside a GroupWork.
-class WorkAdapter final : public detail::WorkImpl {
+class WorkAdapter final : public WorkImpl {
  public:
   explicit WorkAdapter(Work work) : work_(std::move(work)) {}
   bool wait_until(Clock::time_point deadline) override {
@@ -56,15 +68,26 @@ class WorkAdapter final : public detail::WorkImpl {
 
 WorkPtr adapt(Work work) { return std::make_shared<WorkAdapter>(std::move(work)); }
 
-Work coalesced_all_reduce(const Issuer& issuer, const std::vector<at::Tensor>& tensors, ReduceOp op) {
+void check_same_dtype(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b, const char* what) {
+  ZT_CHECK(a.size() == b.size(), UsageError, what, ": ", a.size(), " inputs but ", b.size(), " outputs");
+  for (size_t i = 0; i < a.size(); ++i) {
+    ZT_CHECK(a[i].scalar_type() == a.front().scalar_type() && b[i].scalar_type() == a.front().scalar_type(),
+             UsageError, what, ": tensor ", i, " is ", a[i].scalar_type(), "/", b[i].scalar_type(),
+             " but tensor 0 is ", a.front().scalar_type(), "; one call takes one dtype");
+  }
+}
+
+}  // namespace
+
+Work coalesced_all_reduce(Communicator& comm, const std::vector<at::Tensor>& tensors, ReduceOp op) {
   check_list(tensors, "all_reduce_coalesced", "", /*reduces=*/true);
   std::vector<WorkPtr> parts;
   std::vector<std::function<void()>> unpack;
-  for (const auto& bucket : make_buckets(tensors, issuer.state->options.bucket_nbytes)) {
+  for (const auto& bucket : make_buckets(tensors, comm.options().bucket_nbytes)) {
     std::vector<at::Tensor> views;
     for (size_t i : bucket) views.push_back(tensors[i].reshape(-1));
     at::Tensor packed = at::cat(views);   // (sum of numels,) in the bucket's dtype
-    parts.push_back(adapt(issuer.all_reduce(packed, op)));
+    parts.push_back(adapt(comm.all_reduce(packed, op)));
     // The unpack step holds the tensors, not the caller's vector (it may be gone by wait()).
     std::vector<at::Tensor> targets;
     for (size_t i : bucket) targets.push_back(tensors[i]);
@@ -76,25 +99,16 @@ Work coalesced_all_reduce(const Issuer& issuer, const std::vector<at::Tensor>& t
       }
     });
   }
-  return group(std::move(parts), [unpack] { for (const auto& f : unpack) f(); }, issuer.state->options.timeout);
+  return group(std::move(parts), [unpack] { for (const auto& f : unpack) f(); }, comm.options().timeout);
 }
 
-void check_same_dtype(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b, const char* what) {
-  ZT_CHECK(a.size() == b.size(), UsageError, what, ": ", a.size(), " inputs but ", b.size(), " outputs");
-  for (size_t i = 0; i < a.size(); ++i) {
-    ZT_CHECK(a[i].scalar_type() == a.front().scalar_type() && b[i].scalar_type() == a.front().scalar_type(),
-             UsageError, what, ": tensor ", i, " is ", a[i].scalar_type(), "/", b[i].scalar_type(),
-             " but tensor 0 is ", a.front().scalar_type(), "; one call takes one dtype");
-  }
-}
-
-Work coalesced_reduce_scatter(const Issuer& issuer, const std::vector<at::Tensor>& inputs,
+Work coalesced_reduce_scatter(Communicator& comm, const std::vector<at::Tensor>& inputs,
                               const std::vector<at::Tensor>& outputs, ReduceOp op) {
   check_list(inputs, "reduce_scatter_coalesced", "input", /*reduces=*/true);
   check_list(outputs, "reduce_scatter_coalesced", "output");
   check_same_dtype(inputs, outputs, "reduce_scatter_coalesced");
-  const int ws = issuer.ws();
-  const int rank = issuer.backend().rank();
+  const int ws = comm.world_size();
+  const int rank = comm.rank();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const int64_t want = chunk_range(inputs[i].numel(), ws, rank).numel;
     ZT_CHECK(outputs[i].numel() == want, UsageError, "reduce_scatter_coalesced: output ", i, " has ",
@@ -103,7 +117,7 @@ Work coalesced_reduce_scatter(const Issuer& issuer, const std::vector<at::Tensor
   }
   std::vector<WorkPtr> parts;
   std::vector<std::function<void()>> unpack;
-  for (const auto& bucket : make_buckets(inputs, issuer.state->options.bucket_nbytes)) {
+  for (const auto& bucket : make_buckets(inputs, comm.options().bucket_nbytes)) {
     // Rank-major packing: segment r holds every tensor's chunk r, each padded to its largest chunk.
     int64_t segment = 0;
     for (size_t i : bucket) segment += chunk_numel_max(inputs[i].numel(), ws);
@@ -120,23 +134,23 @@ Work coalesced_reduce_scatter(const Issuer& issuer, const std::vector<at::Tensor
       offset += chunk_numel_max(source.numel(), ws);
     }
     at::Tensor result = at::empty({segment}, packed.options());
-    parts.push_back(adapt(issuer.reduce_scatter(packed, result, op)));
+    parts.push_back(adapt(comm.reduce_scatter(packed, result, op)));
     unpack.push_back([result, targets] {
       for (const auto& [out, at_offset] : targets) {
         out.copy_(result.narrow(0, at_offset, out.numel()).view(out.sizes()));
       }
     });
   }
-  return group(std::move(parts), [unpack] { for (const auto& f : unpack) f(); }, issuer.state->options.timeout);
+  return group(std::move(parts), [unpack] { for (const auto& f : unpack) f(); }, comm.options().timeout);
 }
 
-Work coalesced_all_gather(const Issuer& issuer, const std::vector<at::Tensor>& inputs,
+Work coalesced_all_gather(Communicator& comm, const std::vector<at::Tensor>& inputs,
                           const std::vector<at::Tensor>& outputs) {
   check_list(inputs, "all_gather_coalesced", "input");
   check_list(outputs, "all_gather_coalesced", "output");
   check_same_dtype(inputs, outputs, "all_gather_coalesced");
-  const int ws = issuer.ws();
-  const int rank = issuer.backend().rank();
+  const int ws = comm.world_size();
+  const int rank = comm.rank();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const int64_t want = chunk_range(outputs[i].numel(), ws, rank).numel;
     ZT_CHECK(inputs[i].numel() == want, UsageError, "all_gather_coalesced: input ", i, " has ", inputs[i].numel(),
@@ -144,7 +158,7 @@ Work coalesced_all_gather(const Issuer& issuer, const std::vector<at::Tensor>& i
   }
   std::vector<WorkPtr> parts;
   std::vector<std::function<void()>> unpack;
-  for (const auto& bucket : make_buckets(outputs, issuer.state->options.bucket_nbytes)) {
+  for (const auto& bucket : make_buckets(outputs, comm.options().bucket_nbytes)) {
     int64_t segment = 0;
     for (size_t i : bucket) segment += chunk_numel_max(outputs[i].numel(), ws);
     at::Tensor packed = at::zeros({segment}, inputs[bucket.front()].options());
@@ -156,7 +170,7 @@ Work coalesced_all_gather(const Issuer& issuer, const std::vector<at::Tensor>& i
       offset += chunk_numel_max(outputs[i].numel(), ws);
     }
     at::Tensor result = at::empty({segment * ws}, packed.options());
-    parts.push_back(adapt(issuer.all_gather(packed, result)));
+    parts.push_back(adapt(comm.all_gather(packed, result)));
     unpack.push_back([result, targets, segment, ws] {
       for (const auto& [out, at_offset] : targets) {
         at::Tensor gathered = at::empty({out.numel()}, out.options());
@@ -168,7 +182,7 @@ Work coalesced_all_gather(const Issuer& issuer, const std::vector<at::Tensor>& i
       }
     });
   }
-  return group(std::move(parts), [unpack] { for (const auto& f : unpack) f(); }, issuer.state->options.timeout);
+  return group(std::move(parts), [unpack] { for (const auto& f : unpack) f(); }, comm.options().timeout);
 }
 
-}  // namespace
+}  // namespace zerotrain::comm::detail
