@@ -83,7 +83,12 @@ Command add_train_command(CLI::App& app) {
                   "Train on the first N samples only (0: all)");
   add_number_flag(*cmd, "--max_eval_samples", o->data.max_eval_samples,
                   "Evaluate on the first N samples only (0: all)");
-  cmd->add_option("--deepspeed", a.deepspeed, "The DeepSpeed config (ds_config.json)")->required();
+  cmd->add_option("--deepspeed", a.deepspeed,
+                  "The DeepSpeed config (ds_config.json); without it, every value \"auto\" at ZeRO stage 0 (HF's run "
+                  "without DeepSpeed)");
+  add_number_flag(*cmd, "--zero_stage", a.zero_stage,
+                  "The ZeRO stage (0-3) without writing a config; with --deepspeed it fills an absent "
+                  "zero_optimization.stage and must match a written one");
   cmd->add_option("--output_dir", a.output_dir,
                   "Where checkpoints go: DIR/checkpoint-<step>/ (the engine's save dir: global_step<step>/, latest)");
   cmd->add_flag("--overwrite_output_dir", a.overwrite_output_dir,

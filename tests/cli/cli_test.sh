@@ -15,8 +15,10 @@ expect report_json 0 '"libtorch"' '"simd"' -- "$zt" report --json
 expect no_command 2 "Subcommands" -- "$zt"
 expect bad_flag 2 "--bogus" -- "$zt" config check --bogus x.json
 
-expect example_ok 0 "OK at world size 2" "gradient_accumulation_steps" "[derived]" "[file]" "[default]" -- \
-  "$zt" config check "$root/examples/ds_config_zero2.json" --world_size 2
+expect example_ok 0 "OK at world size 2" "values that are not defaults" "  file: " "  derived: " \
+  "gradient_accumulation_steps=" -- "$zt" config check "$root/examples/ds_config_zero2.json" --world_size 2
+expect example_effective 0 "OK at world size 2" "effective config (value [source])" "[derived]" "[file]" "[default]" -- \
+  "$zt" config check "$root/examples/ds_config_zero2.json" --world_size 2 --effective
 
 cat >"$tmp/typo.json" <<'JSON'
 {"train_batch_size": 8,
@@ -141,10 +143,12 @@ expect launch_log_full 7 "cannot write the log $tmp/logs/rank0.log: No space lef
 expect local_rank 0 "step 1/" -- "${train2[@]}" --max_steps 1 --local_rank=0
 expect local_rank_mismatch 2 "--local_rank=1 but LOCAL_RANK=0" -- env LOCAL_RANK=0 "${train2[@]}" --max_steps 1 --local_rank=1
 expect log_level_bad 2 "--log_level loud: give one of" -- "${train2[@]}" --max_steps 1 --log_level loud
-expect config_logged 0 "effective config (value [source])" "zero_optimization.stage" "[file]" -- "${train2[@]}" --max_steps 1
+expect config_logged 0 "config (values that are not defaults" "  file: " "zero_optimization.stage=2" \
+  "auto: train_batch_size=8" -- "${train2[@]}" --max_steps 1
+expect config_logged_debug 0 "effective config (value [source])" "[default]" -- "${train2[@]}" --max_steps 1 --log_level debug
 # Quieter levels train (exit 0: a level refused would also log no config) without the config.
 for level in warning error ERROR warn; do
-  if quiet=$("${train2[@]}" --max_steps 1 --log_level "$level" 2>&1) && ! grep -q "effective config" <<<"$quiet"; then
+  if quiet=$("${train2[@]}" --max_steps 1 --log_level "$level" 2>&1) && ! grep -q "config (values" <<<"$quiet"; then
     passed=$((passed + 1))
   else
     echo "FAIL log_level_$level: refused, or the effective config is logged at --log_level $level"
@@ -152,6 +156,28 @@ for level in warning error ERROR warn; do
     failed=$((failed + 1))
   fi
 done
+# A start fits on a screen (at most 40 lines before the first step), with a config or without
+# one (HF's run without DeepSpeed: every value "auto", ZeRO stage 0, or --zero_stage N); the
+# whole effective config goes to <output_dir>/effective_config.json.
+lines_before_first_step() { "$@" 2>&1 | awk '/step 1\//{found=1; exit} {n++} END{print found ? n : 999}'; }
+for run in with_config without_config zero_stage_3; do
+  case $run in
+    with_config) cmd=("${train2[@]}") ;;
+    without_config) cmd=("$zt" train --model mlp) ;;
+    zero_stage_3) cmd=("$zt" train --model mlp --zero_stage 3) ;;
+  esac
+  n=$(lines_before_first_step "${cmd[@]}" --max_steps 1 --logging_steps 1 --output_dir "$tmp/start_$run")
+  check "start_lines_$run ($n lines)" test "$n" -le 40
+  check "effective_config_$run" grep -q '"sources"' "$tmp/start_$run/effective_config.json"
+done
+check effective_config_stage grep -q '"zero_optimization.stage": "argument"' "$tmp/start_zero_stage_3/effective_config.json"
+expect no_deepspeed_stage0 0 "ZeRO stage 0" "auto: train_batch_size=8" -- "$zt" train --model mlp --max_steps 1
+expect zero_stage_range 2 "--zero_stage 4: give a ZeRO stage from 0 to 3" -- "$zt" train --model mlp --zero_stage 4
+expect zero_stage_mismatch 2 "--zero_stage 3 but $root/examples/ds_config_train_zero2.json sets zero_optimization.stage 2" \
+  -- "${train2[@]}" --zero_stage 3 --max_steps 1
+echo '{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto"}' >"$tmp/no_stage.json"
+expect zero_stage_fills 0 "ZeRO stage 1" "argument: zero_optimization.stage=1" -- \
+  "$zt" train --model mlp --deepspeed "$tmp/no_stage.json" --zero_stage 1 --max_steps 1
 for size in 16gb 16GB 16G 16GiB 16g; do
   expect "advise_$size" 0 "Use ZeRO stage" -- "$zt" advise --model gpt --memory_per_rank "$size"
 done
@@ -165,7 +191,8 @@ cat >"$tmp/fp16_hopeless.json" <<'JSON'
 {"train_micro_batch_size_per_gpu": "auto", "optimizer": {"type": "AdamW", "params": {"lr": "auto"}},
  "fp16": {"enabled": "auto", "initial_scale_power": 40, "hysteresis": 1, "max_consecutive_skipped_steps": 4}}
 JSON
-expect train_fp16_overflow_stops 9 "OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1099511627776, reducing to" \
+expect train_fp16_overflow_stops 9 "Grad overflow on iteration 0" \
+  "Reducing dynamic loss scale from 1099511627776 to 549755813888.0" "[zerotrain] step 1: inf/nan gradients in" \
   "[fp16] stopping: 4 steps in a row were skipped" "Parameters whose gradients overflowed first" "ln_f.bias: step 0; 4" \
   "no step has succeeded yet" "train in bf16 instead" -- "$zt" train --model gpt --deepspeed "$tmp/fp16_hopeless.json" --fp16 --max_steps 10
 
@@ -189,7 +216,7 @@ zero2=("$zt" train --model mlp --deepspeed "$root/examples/ds_config_zero2.json"
 expect example_zero2_mismatch 3 "optimizer.params.betas=[0.9, 0.95] vs hf adam_beta1+adam_beta2=[0.9, 0.999]" -- "${zero2[@]}"
 expect example_zero2_trains 0 "step 1000/1000" -- "${zero2[@]}" --adam_beta2 0.95
 # No optimizer or scheduler block: AdamW and the linear schedule from the flags.
-expect blocks_created 0 "optimizer.type" "\"AdamW\"" "[auto]" "scheduler.type" "WarmupDecayLR" -- "$zt" train --model mlp \
+expect blocks_created 0 "  auto: " "optimizer.type=\"AdamW\"" "scheduler.type=\"WarmupDecayLR\"" -- "$zt" train --model mlp \
   --deepspeed "$root/examples/ds_config_fashion_zero2.json" --max_steps 2
 # --device (docs/gpu.md): its spellings, HF's --use_cpu, and a GPU asked for where none is.
 fashion=("$zt" train --model mlp --deepspeed "$root/examples/ds_config_fashion_zero2.json" --max_steps 1 --logging_steps 1)

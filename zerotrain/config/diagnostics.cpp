@@ -53,6 +53,7 @@ const char* to_string(Source source) {
     case Source::kDerived: return "derived";
     case Source::kAuto: return "auto";
     case Source::kAutoPending: return "auto (unresolved)";
+    case Source::kArgument: return "argument";
   }
   return "?";
 }

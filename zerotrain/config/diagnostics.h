@@ -47,6 +47,7 @@ enum class Source {
   kDerived,  // computed from other values (batch triangle, overlap_comm, deprecated key)
   kAuto,     // "auto" in the file, filled from Trainer arguments
   kAutoPending,   // "auto" in the file, not resolved yet
+  kArgument, // a Trainer argument the file does not set (zerotrain train --zero_stage)
 };
 const char* to_string(Source source);
 inline std::ostream& operator<<(std::ostream& out, Source source) { return out << to_string(source); }

@@ -39,4 +39,36 @@ std::string effective_table(const Config& config) {
   return out.str();
 }
 
+Json effective_json(const Config& config) {
+  Json out = {{"config", config.to_json()}, {"sources", Json::object()}};
+  for (const auto& [path, value] : flatten(out["config"])) out["sources"][path] = to_string(config.source_of(path));
+  return out;
+}
+
+std::string non_default_block(const Config& config, size_t width) {
+  const auto rows = flatten(config.to_json());
+  std::ostringstream out;
+  for (Source source : {Source::kFile, Source::kArgument, Source::kAuto, Source::kDerived, Source::kAutoPending}) {
+    const std::string head = std::string("  ") + to_string(source) + ": ";
+    std::string line = head;
+    bool any = false;
+    for (const auto& [path, value] : rows) {
+      if (config.source_of(path) != source) continue;
+      const std::string item = path + "=" + value.dump(-1, ' ', false, Json::error_handler_t::replace);
+      if (any && line.size() + 2 + item.size() > width) {
+        out << line << ",\n";
+        line = std::string(head.size(), ' ');
+      } else if (any) {
+        line += ", ";
+      }
+      line += item;
+      any = true;
+    }
+    if (any) out << line << "\n";
+  }
+  std::string text = out.str();
+  if (!text.empty()) text.pop_back();   // a log line adds its own
+  return text;
+}
+
 }  // namespace zerotrain::config

@@ -319,9 +319,12 @@ Engine initialize(std::shared_ptr<torch::nn::Module> model, Config config, InitO
                 s->accumulation_steps, ", ", dtype_name(p.model), " (gradients: reduced in ", dtype_name(p.comm),
                 ", accumulated in ", dtype_name(p.accum), ")",
                 s->scaler ? ", loss scale " + std::to_string(static_cast<int64_t>(s->scaler->scale())) : std::string());
-    // DeepSpeed logs its whole configuration at start-up; so does this engine, with where
-    // each value came from (the file, "auto", derived, default).
-    ZT_LOG_INFO("effective config (value [source]):\n", config::effective_table(s->config));
+    // DeepSpeed logs its whole configuration at start-up (130 lines); this engine logs what
+    // differs from the defaults, by source, and the whole table at debug (and the Trainer
+    // writes it to <output_dir>/effective_config.json).
+    ZT_LOG_INFO("config (values that are not defaults; all of them: --log_level debug or `zerotrain config check "
+                "--effective`):\n", config::non_default_block(s->config));
+    ZT_LOG_DEBUG("effective config (value [source]):\n", config::effective_table(s->config));
     if (s->offload) ZT_LOG_INFO("engine: ", s->offload->describe());
   }
   return Engine(std::move(s));

@@ -24,6 +24,7 @@
 #include "zerotrain/trainer/checkpoint_folders.h"
 #include "zerotrain/trainer/device.h"
 #include "zerotrain/trainer/memory_check.h"
+#include "zerotrain/trainer/trainer_config.h"
 #include "zerotrain/trainer/trainer_impl.h"
 #include "zerotrain/trainer/training_plan.h"
 
@@ -85,7 +86,7 @@ Trainer::Trainer(TrainingArguments args, ModelSpec spec, TrainerData data, Train
            to_string(args.eval_strategy), " needs an evaluation dataset");
   // The checkpoint to resume from, found before anything is built: a wrong path costs nothing.
   s.resume_from = trainer::checkpoint_folders::resolve_resume(args.resume_from_checkpoint, args.output_dir);
-  s.config = Config::from_file(args.deepspeed);
+  s.config = trainer::trainer_config(args);
   // The device first: a job on GPUs talks over NCCL unless the config or the environment
   // names a backend (DeepSpeed's default too); ranks sharing one GPU (--device cuda:N) cannot.
   const auto where = comm::rendezvous_from_env();
@@ -150,6 +151,7 @@ Trainer::Trainer(TrainingArguments args, ModelSpec spec, TrainerData data, Train
   s.saves = !args.output_dir.empty() && args.save_strategy != IntervalStrategy::kNo &&
             !(args.save_strategy == IntervalStrategy::kSteps && args.save_steps == 0);
   if (s.saves) s.prepare_output_dir(args);
+  if (s.is_rank0() && !args.output_dir.empty()) trainer::write_effective_config(c, args.output_dir);
   s.log = std::make_unique<trainer::RunLog>(args, c,
                                            trainer::RunLogOptions{.leader = s.is_rank0(),
                                                                   .max_steps = s.state.max_steps,

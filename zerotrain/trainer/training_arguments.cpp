@@ -29,7 +29,8 @@ void check(const TrainingArguments& a) {
   auto need = [&](bool ok, std::string what) {
     if (!ok) problems.push_back(std::move(what));
   };
-  need(!a.deepspeed.empty(), "--deepspeed FILE: give the DeepSpeed config to train with");
+  need(!a.zero_stage || (*a.zero_stage >= 0 && *a.zero_stage <= 3),
+       detail::str("--zero_stage ", a.zero_stage.value_or(0), ": give a ZeRO stage from 0 to 3"));
   need(a.per_device_eval_batch_size > 0,
        detail::str("--per_device_eval_batch_size ", a.per_device_eval_batch_size, ": must be at least 1"));
   need(std::isfinite(a.num_train_epochs) && a.num_train_epochs > 0,

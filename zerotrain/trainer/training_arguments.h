@@ -17,7 +17,10 @@ enum class IntervalStrategy { kNo, kSteps, kEpoch };
 
 struct TrainingArguments {
   std::string output_dir;                 // checkpoints: <output_dir>/checkpoint-<step>/ (empty: none)
-  std::string deepspeed;                  // the ds_config.json (required)
+  std::string deepspeed;                  // the ds_config.json (empty: HF's run without DeepSpeed, all "auto")
+  // The ZeRO stage (0-3) without writing a config; with one, it fills an absent
+  // zero_optimization.stage and must match a written one. HF has no such argument.
+  std::optional<int64_t> zero_stage;
   // Replace what is in the way of this run's outputs: checkpoint-<step> folders of an earlier
   // run in output_dir, an existing --metrics_file. Without it those are refused.
   bool overwrite_output_dir = false;
