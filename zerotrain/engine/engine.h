@@ -20,6 +20,7 @@
 
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/config/config.h"
+#include "zerotrain/precision/dtypes.h"   // dtype_name
 #include "zerotrain/stages/stage3/zero_init.h"
 
 namespace torch::nn {
@@ -244,9 +245,6 @@ class GatheredParameters {
   std::optional<int> modifier_rank_;
   bool open_ = true;
 };
-
-// "fp32", "bf16", "fp16" (the config's names), else LibTorch's name of the dtype.
-std::string dtype_name(at::ScalarType dtype);
 
 // DeepSpeed's deepspeed.initialize: takes the model (its parameters become views of the
 // engine's flat buffers), resolves and checks the config at this world size, and builds

@@ -136,9 +136,3 @@ void EngineState::stop_if_not_finite(double grad_norm) {
 }
 
 }  // namespace zerotrain::engine::detail
-
-namespace zerotrain {
-
-std::string dtype_name(at::ScalarType dtype) { return precision::dtype_name(dtype); }
-
-}  // namespace zerotrain

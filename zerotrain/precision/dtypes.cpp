@@ -1,5 +1,18 @@
 #include "zerotrain/precision/dtypes.h"
 
+namespace zerotrain {
+
+std::string dtype_name(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return "fp32";
+    case at::kBFloat16: return "bf16";
+    case at::kHalf: return "fp16";
+    default: return c10::toString(dtype);
+  }
+}
+
+}  // namespace zerotrain
+
 namespace zerotrain::precision {
 
 at::ScalarType scalar_type(config::DType dtype) {
@@ -9,15 +22,6 @@ at::ScalarType scalar_type(config::DType dtype) {
     case config::DType::kFp32: break;
   }
   return at::kFloat;
-}
-
-std::string dtype_name(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kFloat: return "fp32";
-    case at::kBFloat16: return "bf16";
-    case at::kHalf: return "fp16";
-    default: return c10::toString(dtype);
-  }
 }
 
 Dtypes dtypes_from_config(const Config& config) {

@@ -8,7 +8,17 @@
 
 #include "zerotrain/config/config.h"
 
+namespace zerotrain {
+
+// "fp32", "bf16", "fp16" (the config's names), else LibTorch's name of the dtype. Public
+// (zerotrain/zerotrain.h); declared here only.
+std::string dtype_name(at::ScalarType dtype);
+
+}  // namespace zerotrain
+
 namespace zerotrain::precision {
+
+using zerotrain::dtype_name;
 
 struct Dtypes {
   at::ScalarType model = at::kFloat;   // parameters, activations, the gradients autograd makes
@@ -21,8 +31,5 @@ struct Dtypes {
 Dtypes dtypes_from_config(const Config& config);
 
 at::ScalarType scalar_type(config::DType dtype);
-
-// "fp32", "bf16", "fp16" (the config's names), else LibTorch's name of the dtype.
-std::string dtype_name(at::ScalarType dtype);
 
 }  // namespace zerotrain::precision
