@@ -3,13 +3,13 @@
 //
 //   build/examples/trainer_fashion_mnist examples/ds_config_fashion_zero2.json [train samples]
 //   build/tools/zerotrain launch --nproc_per_node 2 -- build/examples/trainer_fashion_mnist ...
+// Built in the tree, and as a project of its own against an installed zerotrain
+// (examples/CMakeLists.txt).
 #include <iostream>
 #include <memory>
 #include <string>
 
-#include "zerotrain/data/open.h"
-#include "zerotrain/models/models.h"
-#include "zerotrain/trainer/trainer.h"
+#include <zerotrain/zerotrain.h>
 
 int main(int argc, char** argv) {
   if (argc < 2) {
