@@ -38,6 +38,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--local_rank", type=int, default=-1, help="given by the launcher, as DeepSpeed's does")
     args = ap.parse_args()
     started = process_start_s()
 
