@@ -171,6 +171,10 @@ for run in with_config without_config zero_stage_3; do
   check "effective_config_$run" grep -q '"sources"' "$tmp/start_$run/effective_config.json"
 done
 check effective_config_stage grep -q '"zero_optimization.stage": "argument"' "$tmp/start_zero_stage_3/effective_config.json"
+# It is not worth the run: a FIFO in its place is reported and training goes on.
+mkdir "$tmp/fifo_out" && mkfifo "$tmp/fifo_out/effective_config.json"
+expect effective_config_refused 0 "the effective config was not written" "training goes on" "step 1/" -- \
+  "$zt" train --model mlp --max_steps 1 --logging_steps 1 --output_dir "$tmp/fifo_out"
 expect no_deepspeed_stage0 0 "ZeRO stage 0" "auto: train_batch_size=8" -- "$zt" train --model mlp --max_steps 1
 expect zero_stage_range 2 "--zero_stage 4: give a ZeRO stage from 0 to 3" -- "$zt" train --model mlp --zero_stage 4
 expect zero_stage_mismatch 2 "--zero_stage 3 but $root/examples/ds_config_train_zero2.json sets zero_optimization.stage 2" \

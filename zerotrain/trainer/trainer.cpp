@@ -151,7 +151,16 @@ Trainer::Trainer(TrainingArguments args, ModelSpec spec, TrainerData data, Train
   s.saves = !args.output_dir.empty() && args.save_strategy != IntervalStrategy::kNo &&
             !(args.save_strategy == IntervalStrategy::kSteps && args.save_steps == 0);
   if (s.saves) s.prepare_output_dir(args);
-  if (s.is_rank0() && !args.output_dir.empty()) trainer::write_effective_config(c, args.output_dir);
+  if (s.saves && s.is_rank0()) {
+    // Beside the checkpoints it made. Not worth a run: a disk that refuses it is reported,
+    // and the checkpoints' own save says what it means for them.
+    try {
+      trainer::write_effective_config(c, args.output_dir);
+    } catch (const IoError& e) {
+      ZT_LOG_WARN("the effective config was not written (", e.message(),
+                  "); training goes on (the same table: --log_level debug)");
+    }
+  }
   s.log = std::make_unique<trainer::RunLog>(args, c,
                                            trainer::RunLogOptions{.leader = s.is_rank0(),
                                                                   .max_steps = s.state.max_steps,

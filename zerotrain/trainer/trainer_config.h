@@ -16,6 +16,7 @@ Config trainer_config(const TrainingArguments& args);
 
 // Writes <output_dir>/effective_config.json (the config as the engine runs it, with each
 // value's source: config/effective.h), whole or not at all; makes output_dir if need be.
+// The Trainer writes it when the run saves checkpoints there. Throws IoError.
 void write_effective_config(const Config& config, const std::string& output_dir);
 
 }  // namespace zerotrain::trainer
