@@ -62,13 +62,17 @@ def test_a_named_backend_opens_the_engines_own_group(tmp_path):
     assert 'comm: the engine opens its own process group: the job names the "gloo" backend' in (tmp_path / "output.txt").read_text()
 
 
-def test_the_group_is_released_before_python_finalizes(tmp_path):
+@pytest.mark.parametrize("made_by", ["init_distributed", "the script"])
+def test_the_group_is_released_before_python_finalizes(tmp_path, made_by):
     """At interpreter exit the package's handler has the engine let go of torch.distributed's
-    group and destroys the group it made: Gloo's worker threads end while Python still runs (one
-    that frees a Python tensor during finalization aborts the process). After it, the engine's
-    collectives raise CommError instead of touching a group that is gone."""
+    group and destroys it, whether init_distributed or the script (an HF Trainer's accelerate)
+    made it: Gloo's worker threads end while Python still runs (one that frees a Python tensor
+    during finalization aborts the process). After it, the engine's collectives raise CommError
+    instead of touching a group that is gone."""
+    first = ["--torch_first"] if made_by == "the script" else []
     results = run([sys.executable, "-m", "zerotrain.launcher", "--nproc_per_node", "2", "--", sys.executable,
-                   os.path.join(HERE, "dist_worker.py"), "--exit_release", "--out", f"{tmp_path}/result"], tmp_path)
+                   os.path.join(HERE, "dist_worker.py"), *first, "--exit_release", "--out", f"{tmp_path}/result"],
+                  tmp_path)
     check(results)
     for r in results:
         assert r["gloo_threads_before"] > 0 and r["gloo_threads_after"] == 0, r

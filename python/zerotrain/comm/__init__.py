@@ -37,8 +37,9 @@ _before_release = []
 
 def _release_at_exit():
     """At interpreter exit, before Python finalizes: the engines let go of torch.distributed's
-    group, and a group that init_distributed made is destroyed, so that its worker threads end
-    now. Left for finalization, a Gloo worker thread that frees the last reference to a Python
+    group, and the group is destroyed, so that its worker threads end now: the group
+    init_distributed made, and the script's own (an HF Trainer's, made by accelerate) when an
+    engine ran on it, since the script is done with it by then. Left for finalization, a Gloo worker thread that frees the last reference to a Python
     tensor (one of the script's own collectives, such as the Trainer's gathers) wants the GIL
     after Python has stopped giving it, and the process aborts ("terminate called without an
     active exception") after the script succeeded. Checkpoints still being written in the
@@ -84,7 +85,7 @@ def _adoptable_group(config_text, device):
         if where["rank"] == 0:
             _C.log_info(f"comm: the engine opens its own process group: {reason}")
         return None, None
-    _release_group_at_exit()
+    _release_group_at_exit(destroy=True)
     return group, torch.distributed.distributed_c10d._get_default_store()
 
 
