@@ -1,5 +1,5 @@
-// The IO engine's options from DeepSpeed's top-level `aio` block (deepspeed-semantics.md
-// §1.6) and the environment (docs/io.md).
+// The IO engine's options from DeepSpeed's top-level `aio` block (DeepSpeed's
+// aio config) and the environment (docs/io.md).
 #pragma once
 
 #include "zerotrain/config/schema_zero.h"

@@ -23,7 +23,7 @@ const char* engine_kind_name(EngineKind kind);   // "auto", "io_uring", "libaio"
 // where the text came from ("--engine", "ZEROTRAIN_IO_ENGINE").
 EngineKind engine_kind_from_name(const std::string& name, const std::string& what);
 
-// DeepSpeed's `aio` block (deepspeed-semantics.md §1.6), in our units.
+// DeepSpeed's `aio` block (its keys and defaults: docs/io.md), in our units.
 struct AioOptions {
   int64_t block_size_bytes = 1 << 20;   // a request is cut into pieces of this size
   int64_t queue_depth = 8;              // pieces in flight per thread

@@ -1,7 +1,7 @@
 // The fused Adam/AdamW update over flat fp32 arrays: one pass reads a parameter, its
 // gradient and both moments and writes three of them back, vectorised with Highway and
 // dispatched at run time to the best SIMD target of the CPU (AVX-512, AVX2, SSE4, ...).
-// The arithmetic is DeepSpeedCPUAdam's (deepspeed-semantics.md §5), operation for
+// The arithmetic is DeepSpeedCPUAdam's (csrc/includes/cpu_adam.h in DeepSpeed), operation for
 // operation, without fused multiply-adds, so every target gives the scalar reference's
 // bits exactly. No LibTorch here; optim/adam.h splits work across threads.
 #pragma once

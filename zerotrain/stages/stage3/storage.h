@@ -1,6 +1,6 @@
 // Freeing and re-allocating the memory under a tensor without changing the tensor: every
 // view of it (the model's parameters, what autograd saved) keeps its identity, shape and
-// offset, and sees the new memory. FSDP's technique (DESIGN.md §3); device-agnostic, through
+// offset, and sees the new memory. FSDP's technique (its FlatParameter views); device-agnostic, through
 // the storage's own allocator.
 #pragma once
 
