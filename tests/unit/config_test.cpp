@@ -6,6 +6,9 @@
 #include <limits>
 
 #include "tests/unit/config_test_util.h"
+#include "zerotrain/config/effective.h"
+#include "zerotrain/config/resolve.h"
+#include "zerotrain/config/trainer_blocks.h"
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::config {
@@ -362,3 +365,26 @@ TEST(ConfigTopLevel, MustBeAnObject) {
 
 }  // namespace
 }  // namespace zerotrain::config
+
+// The start-up block (config/effective.h): what the file wrote, as written; what was filled in
+// ("auto", the Trainer's blocks) only where it is not the default.
+TEST(EffectiveConfig, TheStartBlockShowsWhatIsNotADefault) {
+  zerotrain::Config c = zerotrain::Config::from_string(R"({"train_micro_batch_size_per_gpu": "auto", "fp16": {"enabled": "auto",
+      "hysteresis": 2}, "zero_optimization": {"stage": 2}})");
+  zerotrain::config::add_trainer_blocks(c, "linear");
+  zerotrain::config::resolve_auto(c, {.learning_rate = 2e-3, .num_training_steps = 10});
+  const std::string block = zerotrain::config::non_default_block(c);
+  const auto at = [&](const std::string& text) { return block.find(text); };
+  const auto filled = at("  auto: ");
+  ASSERT_NE(filled, std::string::npos) << block;
+  EXPECT_LT(at("fp16.hysteresis=2"), filled) << block;   // written, though it is the default
+  EXPECT_LT(at("zero_optimization.stage=2"), filled) << block;
+  for (const char* shown : {"train_micro_batch_size_per_gpu=8", "optimizer.params.lr=0.002", "optimizer.type=\"AdamW\"",
+                            "scheduler.type=\"WarmupDecayLR\"", "scheduler.params.total_num_steps=10"}) {
+    EXPECT_GT(at(shown), filled) << shown << "\n" << block;
+    EXPECT_NE(at(shown), std::string::npos) << shown << "\n" << block;
+  }
+  for (const char* hidden : {"bias_correction", "amsgrad", "torch_adam", "fp16.enabled", "legacy_fusion"}) {
+    EXPECT_EQ(at(hidden), std::string::npos) << hidden << " is a default\n" << block;
+  }
+}

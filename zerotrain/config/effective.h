@@ -23,7 +23,9 @@ std::string effective_table(const Config& config);
 Json effective_json(const Config& config);
 
 // The values that are not at their defaults, grouped by source ("file: a=1, b=true" then
-// "auto: ...", "derived: ..."), each group wrapped at `width` columns.
+// "auto: ...", "derived: ..."), each group wrapped at `width` columns. Keys the file or an
+// argument set are shown as written; filled-in values only where they differ from the
+// default (the keys of a block the Trainer created whole included).
 std::string non_default_block(const Config& config, size_t width = 100);
 
 }  // namespace zerotrain::config
