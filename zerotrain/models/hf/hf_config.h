@@ -1,0 +1,60 @@
+// A Hugging Face model folder's config.json, read for the causal language models zerotrain
+// builds from such folders: the GPT-2 family and the Llama family (Llama 2/3, Mistral, Qwen2).
+// Only what the architecture needs is kept; a model_type or a setting the C++ models do not
+// implement is an error naming the field, never a model that computes something else.
+// No LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "zerotrain/config/json_text.h"
+
+namespace zerotrain::models::hf {
+
+enum class Family {
+  kGpt2,    // learned positions, LayerNorm, GELU MLP, fused qkv (Conv1D weights), tied head
+  kLlama,   // rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention
+};
+
+// Rotary scaling as the config names it (rope_scaling, or transformers 5's rope_parameters).
+struct RopeScaling {
+  std::string type = "default";    // default, linear, llama3
+  double factor = 1.0;
+  double low_freq_factor = 1.0;    // llama3
+  double high_freq_factor = 4.0;   // llama3
+  int64_t original_max_position_embeddings = 0;   // llama3
+};
+
+struct HfModelConfig {
+  std::string model_type;          // gpt2, llama, mistral, qwen2
+  Family family = Family::kGpt2;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;        // = num_heads without grouped-query attention
+  int64_t head_dim = 0;            // hidden_size / num_heads unless the config says otherwise
+  int64_t intermediate_size = 0;   // the MLP's inner width (GPT-2: n_inner, default 4 x hidden)
+  int64_t max_positions = 0;
+  double norm_eps = 1e-5;
+  std::string activation;          // gelu_new (GPT-2), silu (Llama family)
+  bool tie_word_embeddings = true;
+  bool qkv_bias = false;           // GPT-2 and Qwen2: biases on q, k and v
+  bool out_bias = false;           // GPT-2: bias on the attention output projection
+  bool mlp_bias = false;           // GPT-2; Llama's mlp_bias
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  std::optional<int64_t> sliding_window;   // Mistral: attention reaches this many tokens back
+  std::optional<int64_t> bos_token_id, eos_token_id;
+};
+
+// Reads DIR/config.json. Throws ConfigError naming the file and the field: a model_type
+// other than gpt2, llama, mistral and qwen2, a missing or out-of-range size, or a setting
+// those models have that zerotrain does not implement.
+HfModelConfig read_hf_config(const std::filesystem::path& dir);
+HfModelConfig parse_hf_config(const config::Json& json, const std::string& origin);
+
+}  // namespace zerotrain::models::hf
