@@ -263,7 +263,9 @@ TEST_P(CheckpointEngine, GptSameLossesWithAndWithout) {
     for (int s = 2; s < kSteps; ++s) EXPECT_EQ(issued[1][r][s], issued[1][r][1]) << "rank " << r << " step " << s;
     // Stage 3 gathers each block again for its recomputation (the forward without a graph
     // releases it on leaving): one all-gather more per block and step.
-    if (stage == 3) EXPECT_EQ(issued[1][r][kSteps - 1], issued[0][r][kSteps - 1] + 2) << "rank " << r;
+    if (stage == 3) {
+      EXPECT_EQ(issued[1][r][kSteps - 1], issued[0][r][kSteps - 1] + 2) << "rank " << r;
+    }
   }
   EXPECT_LT(losses[1][0][kSteps - 1], losses[1][0][0]);   // it trains
 }

@@ -68,7 +68,7 @@ std::string escape_for_display(std::string_view text) {
       append_byte_escape(out, byte);
       ++i;
     } else if (hides_or_reorders(cp)) {
-      char escaped[8];
+      char escaped[16];   // "\u" and up to six hex digits (U+10FFFF)
       std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(cp));
       out += escaped;
       i += length;
