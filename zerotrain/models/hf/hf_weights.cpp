@@ -1,0 +1,103 @@
+#include "zerotrain/models/hf/hf_weights.h"
+
+#include "zerotrain/config/json_text.h"
+#include "zerotrain/core/error.h"
+#include "zerotrain/core/input_file.h"
+
+namespace zerotrain::models::hf {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr const char* kSingle = "model.safetensors";
+constexpr const char* kIndex = "model.safetensors.index.json";
+
+checkpoint::SafetensorsHeader read_header(const files::InputFile& file) {
+  const std::string name = file.path().string();
+  ZT_CHECK(file.size() >= 8, CheckpointError, name, ": ", file.size(), " bytes, too short for a safetensors file");
+  unsigned char length[8];
+  file.read_at(0, length, 8);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | length[i];
+  ZT_CHECK(n <= static_cast<uint64_t>(checkpoint::kMaxHeaderBytes) && static_cast<int64_t>(n) <= file.size() - 8,
+           CheckpointError, name, ": its header length (", n, " bytes) does not fit the file; is it a safetensors file?");
+  std::string header(n, '\0');
+  file.read_at(8, header.data(), static_cast<int64_t>(n));
+  return checkpoint::parse_safetensors_header(header, file.size(), name);
+}
+
+// The shard a name maps to: a plain file name in the folder (a path that leaves it is refused).
+fs::path shard_path(const fs::path& dir, const std::string& index_name, const std::string& tensor,
+                    const config::Json& value) {
+  ZT_CHECK(value.is_string(), ConfigError, index_name, ": weight_map[\"", tensor, "\"]: expected a file name, got ",
+           value.dump());
+  const std::string file = value.get<std::string>();
+  ZT_CHECK(!file.empty() && file.find('/') == std::string::npos && file != "." && file != "..", ConfigError,
+           index_name, ": weight_map[\"", tensor, "\"]: \"", file, "\" is not a file of the folder (a shard is named "
+           "by its file name alone)");
+  return dir / file;
+}
+
+}  // namespace
+
+HfWeights HfWeights::open(const fs::path& dir) {
+  HfWeights w;
+  w.dir_ = dir;
+  std::error_code ec;
+  std::map<fs::path, std::vector<std::string>> wanted;   // shard -> the names the index puts there
+  if (fs::exists(dir / kIndex, ec)) {
+    const fs::path index_path = dir / kIndex;
+    const std::string index_name = index_path.string();
+    const config::Json index = config::read_json_file(index_path);
+    ZT_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), ConfigError,
+             index_name, ": no \"weight_map\" object (an index written by save_pretrained maps each tensor to a file)");
+    for (const auto& [tensor, value] : index["weight_map"].items()) {
+      wanted[shard_path(dir, index_name, tensor, value)].push_back(tensor);
+    }
+    ZT_CHECK(!wanted.empty(), ConfigError, index_name, ": the weight_map names no tensor");
+  } else if (fs::exists(dir / kSingle, ec)) {
+    wanted[dir / kSingle];   // every tensor of the file
+  } else {
+    throw ConfigError(detail::str(dir.string(), ": no ", kSingle, " or ", kIndex, "; save the model with "
+                                  "save_pretrained (safetensors is its default; pytorch_model.bin is not read)"));
+  }
+  for (const auto& [path, names] : wanted) {
+    const files::InputFile file(path, {.what = "safetensors file"});
+    const checkpoint::SafetensorsHeader header = read_header(file);
+    w.files_.push_back(path);
+    auto add = [&](const checkpoint::TensorEntry& entry) {
+      w.tensors_[entry.name] = {path, entry, header.data_offset + entry.begin};
+    };
+    if (names.empty()) {
+      for (const auto& entry : header.tensors) add(entry);
+      continue;
+    }
+    for (const auto& name : names) {
+      const checkpoint::TensorEntry* entry = header.find(name);
+      ZT_CHECK(entry != nullptr, ConfigError, (dir / kIndex).string(), ": maps ", name, " to ", path.filename().string(),
+               ", which does not hold it (a shard of another save?)");
+      add(*entry);
+    }
+  }
+  return w;
+}
+
+const HfTensorLocation* HfWeights::find(std::string_view name) const {
+  const auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+const HfTensorLocation& HfWeights::at(std::string_view name) const {
+  const HfTensorLocation* found = find(name);
+  ZT_CHECK(found != nullptr, ConfigError, dir_.string(), ": the weights have no tensor ", name,
+           " (is the folder's config.json the model its weights were saved from?)");
+  return *found;
+}
+
+std::vector<std::string> HfWeights::names() const {
+  std::vector<std::string> out;
+  out.reserve(tensors_.size());
+  for (const auto& [name, location] : tensors_) out.push_back(name);
+  return out;
+}
+
+}  // namespace zerotrain::models::hf

@@ -1,0 +1,43 @@
+// Where each tensor of a Hugging Face model folder's weights lies: in model.safetensors, or in
+// the shards that model.safetensors.index.json maps each name to. Only the files' headers are
+// read (and checked as any safetensors file: checkpoint/safetensors.h); a rank that builds its
+// shard of a parameter then reads just that byte range. No LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zerotrain/checkpoint/safetensors.h"
+
+namespace zerotrain::models::hf {
+
+struct HfTensorLocation {
+  std::filesystem::path file;
+  checkpoint::TensorEntry entry;   // dtype, shape, and byte range within the data section
+  int64_t file_offset = 0;         // where its first byte is in the file
+};
+
+class HfWeights {
+ public:
+  // Throws ConfigError naming the folder when it has neither file, or the index is not one
+  // (a name mapped to no file, a file outside the folder, a name its shard does not hold);
+  // CheckpointError naming the file when a safetensors header is damaged.
+  static HfWeights open(const std::filesystem::path& dir);
+
+  const HfTensorLocation* find(std::string_view name) const;
+  // ConfigError naming the tensor and the folder when it is absent.
+  const HfTensorLocation& at(std::string_view name) const;
+  std::vector<std::string> names() const;                          // sorted
+  const std::vector<std::filesystem::path>& files() const { return files_; }   // in the order read
+
+ private:
+  std::filesystem::path dir_;
+  std::vector<std::filesystem::path> files_;
+  std::map<std::string, HfTensorLocation, std::less<>> tensors_;
+};
+
+}  // namespace zerotrain::models::hf
