@@ -180,6 +180,9 @@ expect zero_stage_range 2 "--zero_stage 4: give a ZeRO stage from 0 to 3" -- "$z
 expect zero_stage_mismatch 2 "--zero_stage 3 but $root/examples/ds_config_train_zero2.json sets zero_optimization.stage 2" \
   -- "${train2[@]}" --zero_stage 3 --max_steps 1
 echo '{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto"}' >"$tmp/no_stage.json"
+echo '{"train_micro_batch_size_per_gpu": "auto", "zero_optimization": true}' >"$tmp/zero_bool.json"
+expect zero_stage_boolean_zero 2 "--zero_stage 1 but $tmp/zero_bool.json has \"zero_optimization\": true, not a block" \
+  -- "$zt" train --model mlp --deepspeed "$tmp/zero_bool.json" --zero_stage 1 --max_steps 1
 expect zero_stage_fills 0 "ZeRO stage 1" "argument: zero_optimization.stage=1" -- \
   "$zt" train --model mlp --deepspeed "$tmp/no_stage.json" --zero_stage 1 --max_steps 1
 for size in 16gb 16GB 16G 16GiB 16g; do

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <vector>
 #include <sstream>
+#include <vector>
 
 #include "zerotrain/core/error.h"
 

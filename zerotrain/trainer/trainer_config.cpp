@@ -43,7 +43,12 @@ Config trainer_config(const TrainingArguments& args) {
       ZT_CHECK(written->is_number_integer() && written->get<int64_t>() == *args.zero_stage, UsageError,
                "--zero_stage ", *args.zero_stage, " but ", args.deepspeed, " sets zero_optimization.stage ",
                written->dump(), ": drop --zero_stage, or make the file's stage agree");
-    } else if (json.is_object() && (!json.contains("zero_optimization") || json["zero_optimization"].is_object())) {
+    } else if (json.is_object()) {
+      // DeepSpeed's old boolean form ("zero_optimization": true) has no stage to fill.
+      ZT_CHECK(!json.contains("zero_optimization") || json["zero_optimization"].is_object(), UsageError,
+               "--zero_stage ", *args.zero_stage, " but ", args.deepspeed, " has \"zero_optimization\": ",
+               json["zero_optimization"].dump(), ", not a block: write {\"stage\": ", *args.zero_stage,
+               "} there, or drop --zero_stage");
       json["zero_optimization"]["stage"] = *args.zero_stage;
       stage_from_flag = true;
     }
