@@ -239,7 +239,7 @@ class Checker:
             p = p[:-1]
         if "..." in p or "…" in p:
             return True
-        if any(p.startswith(g) for g in GENERATED):
+        if any(p.startswith(g) or p == g.rstrip("/") for g in GENERATED):   # the folder itself, too
             return True
         pattern = re.sub(r"<[^>]*>", "*", p)
         pats = [pattern]
