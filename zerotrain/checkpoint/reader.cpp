@@ -137,12 +137,9 @@ CheckpointReader::OpenFile& CheckpointReader::open(int rank) {
   const std::string name = path.string();
   ZT_CHECK(file.size() == rec.bytes, CheckpointError, name, ": is ", file.size(), " bytes but the manifest says ",
            rec.bytes, " (truncated or overwritten)");
-  unsigned char len[8];
-  file.read_at(0, len, 8);
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
-  ZT_CHECK(n <= static_cast<uint64_t>(kMaxHeaderBytes) && static_cast<int64_t>(n) <= file.size() - 8, CheckpointError,
-           name, ": its header length (", n, " bytes) does not fit the file");
+  unsigned char len[8] = {};
+  if (file.size() >= 8) file.read_at(0, len, 8);
+  const int64_t n = safetensors_header_length(len, file.size(), name);
   std::string header(8 + n, '\0');
   file.read_at(0, header.data(), static_cast<int64_t>(header.size()));
   ZT_CHECK(checksum_of(header.data(), static_cast<int64_t>(header.size())) == rec.header_checksum, CheckpointError,

@@ -117,6 +117,15 @@ const TensorEntry* SafetensorsHeader::find(std::string_view name) const {
   return it == index.end() ? nullptr : &tensors[it->second];
 }
 
+int64_t safetensors_header_length(const unsigned char (&prefix)[8], int64_t file_size, std::string_view file) {
+  ZT_CHECK(file_size >= 8, CheckpointError, file, ": ", file_size, " bytes, too short for a safetensors file");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | prefix[i];
+  ZT_CHECK(n <= static_cast<uint64_t>(kMaxHeaderBytes) && static_cast<int64_t>(n) <= file_size - 8, CheckpointError,
+           file, ": its header length (", n, " bytes) does not fit the file; is it a safetensors file?");
+  return static_cast<int64_t>(n);
+}
+
 SafetensorsHeader parse_safetensors_header(std::string_view header_json, int64_t file_size, std::string_view file) {
   const auto n = static_cast<int64_t>(header_json.size());
   if (n > kMaxHeaderBytes) bad(file, "its header is " + std::to_string(n) + " bytes, more than the format's limit");

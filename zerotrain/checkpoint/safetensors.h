@@ -44,6 +44,11 @@ struct SafetensorsHeader {
 // The most header bytes accepted (the reference implementation's limit).
 inline constexpr int64_t kMaxHeaderBytes = 100'000'000;
 
+// N from a file's first 8 bytes (little-endian), checked against the file's size and
+// kMaxHeaderBytes. Throws CheckpointError naming `file`, including for a file shorter than 8
+// bytes (`prefix` is then not read).
+int64_t safetensors_header_length(const unsigned char (&prefix)[8], int64_t file_size, std::string_view file);
+
 // Checks `header_json` (the N bytes after the length) of a file of `file_size` bytes and
 // returns its entries sorted by offset. Throws CheckpointError naming `file` and the first
 // problem: malformed JSON, an unknown dtype, a shape that does not match the byte range, a

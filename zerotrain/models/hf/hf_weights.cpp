@@ -13,15 +13,11 @@ constexpr const char* kIndex = "model.safetensors.index.json";
 
 checkpoint::SafetensorsHeader read_header(const files::InputFile& file) {
   const std::string name = file.path().string();
-  ZT_CHECK(file.size() >= 8, CheckpointError, name, ": ", file.size(), " bytes, too short for a safetensors file");
-  unsigned char length[8];
-  file.read_at(0, length, 8);
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | length[i];
-  ZT_CHECK(n <= static_cast<uint64_t>(checkpoint::kMaxHeaderBytes) && static_cast<int64_t>(n) <= file.size() - 8,
-           CheckpointError, name, ": its header length (", n, " bytes) does not fit the file; is it a safetensors file?");
-  std::string header(n, '\0');
-  file.read_at(8, header.data(), static_cast<int64_t>(n));
+  unsigned char length[8] = {};
+  if (file.size() >= 8) file.read_at(0, length, 8);
+  const int64_t n = checkpoint::safetensors_header_length(length, file.size(), name);
+  std::string header(static_cast<size_t>(n), '\0');
+  file.read_at(8, header.data(), n);
   return checkpoint::parse_safetensors_header(header, file.size(), name);
 }
 
