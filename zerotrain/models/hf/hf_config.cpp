@@ -9,13 +9,22 @@ namespace {
 
 using config::Json;
 
-// Reads the fields of one config.json, each error naming the file and the field.
+// Reads the fields of one config.json (or of one block of it), each error naming the file
+// and the field ("rope_parameters.factor").
 class Fields {
  public:
-  Fields(const Json& json, std::string origin) : json_(json), origin_(std::move(origin)) {}
+  Fields(const Json& json, std::string origin, std::string block = "")
+      : json_(json), origin_(std::move(origin)), block_(std::move(block)) {}
 
+  // The fields of the object at `field`; fails unless it is one.
+  Fields nested(const std::string& field) const {
+    if (!json_[field].is_object()) fail(field, detail::str("expected an object, got ", json_[field].dump()));
+    return Fields(json_[field], origin_, name(field));
+  }
+
+  // `field` empty: the block itself.
   [[noreturn]] void fail(const std::string& field, const std::string& what) const {
-    throw ConfigError(detail::str(origin_, ": ", field, ": ", what));
+    throw ConfigError(detail::str(origin_, ": ", name(field), ": ", what));
   }
   bool has(const std::string& field) const { return json_.contains(field) && !json_[field].is_null(); }
 
@@ -66,8 +75,13 @@ class Fields {
   const Json& json() const { return json_; }
 
  private:
+  std::string name(const std::string& field) const {
+    return block_.empty() ? field : field.empty() ? block_ : block_ + "." + field;
+  }
+
   const Json& json_;
   std::string origin_;
+  std::string block_;
 };
 
 void read_gpt2(const Fields& f, HfModelConfig& c) {
@@ -97,38 +111,29 @@ void read_gpt2(const Fields& f, HfModelConfig& c) {
   c.head_dim = c.hidden_size / c.num_heads;
 }
 
-RopeScaling read_rope_scaling(const Fields& f, const Json& block, const std::string& field) {
+// rope_scaling, or transformers 5's rope_parameters (which also holds rope_theta).
+RopeScaling read_rope_scaling(const Fields& block) {
   RopeScaling r;
-  if (block.is_null()) return r;
-  if (!block.is_object()) f.fail(field, detail::str("expected an object, got ", block.dump()));
-  auto where = [&](const std::string& key) { return field + "." + key; };
-  const Json type = block.contains("rope_type") ? block["rope_type"] : block.contains("type") ? block["type"] : Json("default");
-  if (!type.is_string()) f.fail(where("rope_type"), detail::str("expected a string, got ", type.dump()));
-  r.type = type.get<std::string>();
-  auto number = [&](const std::string& key, double fallback) {
-    if (!block.contains(key) || block[key].is_null()) return fallback;
-    if (!block[key].is_number()) f.fail(where(key), detail::str("expected a number, got ", block[key].dump()));
-    return block[key].get<double>();
-  };
+  r.type = block.text(block.has("rope_type") ? "rope_type" : "type", "default");
   if (r.type == "default") return r;
   if (r.type == "linear") {
-    r.factor = number("factor", 0);
-    if (!(r.factor > 0)) f.fail(where("factor"), "a linear rope scaling needs a factor above 0");
+    r.factor = block.number("factor", 0);
+    if (!(r.factor > 0)) block.fail("factor", "a linear rope scaling needs a factor above 0");
     return r;
   }
   if (r.type == "llama3") {
-    r.factor = number("factor", 0);
-    r.low_freq_factor = number("low_freq_factor", 0);
-    r.high_freq_factor = number("high_freq_factor", 0);
-    r.original_max_position_embeddings = static_cast<int64_t>(number("original_max_position_embeddings", 0));
+    r.factor = block.number("factor", 0);
+    r.low_freq_factor = block.number("low_freq_factor", 0);
+    r.high_freq_factor = block.number("high_freq_factor", 0);
+    r.original_max_position_embeddings = block.integer("original_max_position_embeddings", 0);
     if (!(r.factor > 0) || !(r.low_freq_factor > 0) || !(r.high_freq_factor > r.low_freq_factor) ||
         r.original_max_position_embeddings <= 0) {
-      f.fail(field, "a llama3 rope scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
-                    "original_max_position_embeddings > 0");
+      block.fail("", "a llama3 rope scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
+                     "original_max_position_embeddings > 0");
     }
     return r;
   }
-  f.fail(where("rope_type"), "\"" + r.type + "\" is not implemented; zerotrain has default, linear and llama3");
+  block.fail("rope_type", "\"" + r.type + "\" is not implemented; zerotrain has default, linear and llama3");
 }
 
 void read_llama_family(const Fields& f, HfModelConfig& c) {
@@ -162,16 +167,12 @@ void read_llama_family(const Fields& f, HfModelConfig& c) {
   // transformers 5 writes rope_parameters {rope_theta, rope_type, ...}; earlier ones rope_theta
   // and rope_scaling beside the other fields.
   if (f.has("rope_parameters")) {
-    const Json& p = f.json()["rope_parameters"];
-    if (!p.is_object()) f.fail("rope_parameters", detail::str("expected an object, got ", p.dump()));
-    if (p.contains("rope_theta")) {
-      if (!p["rope_theta"].is_number()) f.fail("rope_parameters.rope_theta", "expected a number");
-      c.rope_theta = p["rope_theta"].get<double>();
-    }
-    c.rope_scaling = read_rope_scaling(f, p, "rope_parameters");
+    const Fields p = f.nested("rope_parameters");
+    c.rope_theta = p.number("rope_theta", c.rope_theta);
+    c.rope_scaling = read_rope_scaling(p);
   } else {
     c.rope_theta = f.number("rope_theta", 10000.0);
-    c.rope_scaling = read_rope_scaling(f, f.has("rope_scaling") ? f.json()["rope_scaling"] : Json(), "rope_scaling");
+    if (f.has("rope_scaling")) c.rope_scaling = read_rope_scaling(f.nested("rope_scaling"));
   }
   if (!(c.rope_theta > 0)) f.fail("rope_theta", detail::str("must be above 0, got ", c.rope_theta));
   if (c.model_type == "mistral" && f.has("sliding_window")) c.sliding_window = f.integer("sliding_window", std::nullopt);
