@@ -41,6 +41,7 @@ APT_PACKAGES=(
   iproute2             # network namespaces for the two-host test
   clang libclang-rt-14-dev   # fuzzing the config and checkpoint readers (scripts/fuzz.sh)
   libxxhash-dev        # checkpoint checksums (XXH3-64)
+  libpcre2-dev         # the pre-tokenizer regexes of tokenizer.json (zerotrain/text)
   liburing-dev libaio-dev   # the io_uring and libaio engines of NVMe offload (zerotrain/io)
   fio                       # the second baseline of bench/io_bandwidth.sh (our IO engine against fio and dd)
   zlib1g-dev           # gzip-compressed IDX files (zerotrain/data/idx.cpp); libopenmpi-dev also pulls it in

@@ -12,6 +12,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -93,6 +94,13 @@ struct ModelSaveOptions {
   // What went wrong making them, on rank 0: the save then fails on every rank, with this
   // message, before anything is written.
   std::string caller_error;
+  // The name each tensor is saved under, from the name the module registers it by (unset:
+  // that name). A model built from a Hugging Face folder maps its names back to the
+  // folder's, without the ".module" of its ZeRO-3 units.
+  std::function<std::string(const std::string&)> tensor_name;
+  // At stage 3, gather and save even when "stage3_gather_16bit_weights_on_model_save" is
+  // false: the caller asked for the model folder explicitly (zerotrain train's HF saves).
+  bool gather_at_stage3 = false;
 };
 
 struct LoadedCheckpoint {

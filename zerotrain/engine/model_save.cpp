@@ -37,6 +37,8 @@ struct ModelTensor {
   std::string name;
   at::Tensor tensor;
   bool sharded = false;   // a trained parameter at stage 3: gathered before it is read
+  std::string saved_name;   // the name in the file, when the caller maps names
+  const std::string& file_name() const { return saved_name.empty() ? name : saved_name; }
 };
 
 // What Hugging Face's save_pretrained writes: every parameter once, under the first name
@@ -44,7 +46,8 @@ struct ModelTensor {
 // `transformer.wte.weight`, not `lm_head.weight`), then the buffers the model registers,
 // which are the persistent ones (the Python mirror leaves the others out, as state_dict()
 // does).
-std::vector<ModelTensor> model_tensors(EngineState& s, bool exclude_frozen) {
+std::vector<ModelTensor> model_tensors(EngineState& s, bool exclude_frozen,
+                                       const std::function<std::string(const std::string&)>& rename) {
   std::unordered_set<const void*> trained;
   for (const auto& g : s.groups) {
     for (const at::Tensor& p : g.params) trained.insert(p.unsafeGetTensorImpl());
@@ -61,6 +64,9 @@ std::vector<ModelTensor> model_tensors(EngineState& s, bool exclude_frozen) {
   }
   for (const auto& item : s.model->named_buffers()) {
     if (seen.insert(item.value().unsafeGetTensorImpl()).second) out.push_back({item.key(), item.value(), false});
+  }
+  if (rename) {
+    for (ModelTensor& t : out) t.saved_name = rename(t.name);
   }
   return out;
 }
@@ -90,7 +96,8 @@ bool Engine::save_16bit_model(const std::string& save_dir, const std::string& fi
            "\" should be a plain file name ending in .safetensors (zerotrain writes safetensors, never pickles)");
   ZT_CHECK(options.max_shard_bytes >= 1, UsageError, "save_16bit_model: the largest shard must be at least 1 byte, got ",
            options.max_shard_bytes, "; give a size such as 5GB (the default)");
-  if (s.traits().shards_parameters && !s.config.zero_optimization.gather_16bit_weights_on_model_save) {
+  if (s.traits().shards_parameters && !s.config.zero_optimization.gather_16bit_weights_on_model_save &&
+      !options.gather_at_stage3) {
     if (s.comm.rank() == 0) {
       ZT_LOG_WARN("Did not save the model ", (fs::path(save_dir) / filename).string(),
                   " because \"stage3_gather_16bit_weights_on_model_save\" is false; set it to true, or consolidate "
@@ -100,7 +107,7 @@ bool Engine::save_16bit_model(const std::string& save_dir, const std::string& fi
   }
   s.check_not_damaged();
   const bool writes = s.comm.rank() == 0;
-  const std::vector<ModelTensor> tensors = model_tensors(s, options.exclude_frozen_parameters);
+  const std::vector<ModelTensor> tensors = model_tensors(s, options.exclude_frozen_parameters, options.tensor_name);
 
   // Every rank plans (the shapes are whole everywhere), so all gather in the same order.
   std::optional<checkpoint::ShardedWriter> writer;
@@ -109,7 +116,7 @@ bool Engine::save_16bit_model(const std::string& save_dir, const std::string& fi
   opened.error = checkpoint::capture([&] {
     std::vector<checkpoint::OutputTensor> planned;
     for (const ModelTensor& t : tensors) {
-      planned.push_back({t.name, checkpoint::checkpoint_dtype(t.tensor.scalar_type()),
+      planned.push_back({t.file_name(), checkpoint::checkpoint_dtype(t.tensor.scalar_type()),
                          {t.tensor.sizes().begin(), t.tensor.sizes().end()}});
     }
     checkpoint::ShardPlan plan = checkpoint::plan_shards(std::move(planned), options.max_shard_bytes, filename);
