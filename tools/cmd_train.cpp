@@ -125,6 +125,12 @@ Command add_train_command(CLI::App& app) {
                 "(fills checkpoint.async_save)");
   add_number_flag(*cmd, "--save_total_limit", a.save_total_limit,
                   "Keep the newest N checkpoint-<step> folders, deleting older ones after each save (0: keep all)");
+  add_number_flag(*cmd, "--save_hf_steps", a.save_hf_steps,
+                  "--model hf:DIR: write the model as a Hugging Face folder into <output_dir>/hf-<step>/ every N "
+                  "optimizer steps (0: only the final one, into <output_dir>)");
+  cmd->add_option("--max_shard_size", a.max_shard_size,
+                  "The largest safetensors file of those folders; past it, shards and an index (5GB, 500MB, 2GiB)")
+      ->capture_default_str();
   cmd->add_option("--resume_from_checkpoint", a.resume_from_checkpoint,
                   "Continue from a checkpoint-<step> folder (any world size, stage, dtype), or `true`: the newest "
                   "complete one in --output_dir");

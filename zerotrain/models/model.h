@@ -6,9 +6,12 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "zerotrain/core/error.h"
 #include "zerotrain/models/fields.h"
@@ -41,6 +44,14 @@ struct DataShape {
   std::string name;                                           // for messages: "fashion-mnist"
 };
 
+// What a model built from a Hugging Face folder needs to write one back (the Trainer's
+// final model and --save_hf_steps): the folder's files besides the weights, and the name each
+// parameter has there.
+struct HfExport {
+  std::vector<std::pair<std::string, std::string>> files;   // plain name -> bytes: config.json, ...
+  std::function<std::string(const std::string&)> tensor_name;   // module name -> the folder's name
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -59,6 +70,8 @@ class Model {
   virtual const Fields& fields() const = 0;
   // The width HF's Trainer calls hidden_size (it fills the ZeRO bucket sizes).
   virtual int64_t hidden_size() const = 0;
+  // Set for a model built from a Hugging Face folder: it can be saved as one.
+  virtual std::optional<HfExport> hf_export() const { return std::nullopt; }
   // --gradient_checkpointing: from now on the forward keeps only what
   // docs/activation-checkpointing.md says and recomputes the rest in backward.
   virtual void enable_gradient_checkpointing(const activation::CheckpointOptions& /*options*/) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <sstream>
 
 #include "zerotrain/core/error.h"
@@ -212,6 +213,9 @@ TrainOutput Trainer::Impl::train() {
       }
       if (control.should_evaluate) do_evaluate();
       if (control.should_save) do_save();
+      if (args.save_hf_steps > 0 && g % args.save_hf_steps == 0) {
+        save_hf(std::filesystem::path(args.output_dir) / ("hf-" + std::to_string(g)));
+      }
       control.should_evaluate = control.should_save = false;
       if (signals) stop_if_signalled();
       if (control.should_training_stop) break;
@@ -225,6 +229,8 @@ TrainOutput Trainer::Impl::train() {
     stop = control.should_training_stop;
   }
   finish_save();
+  // run_clm's trainer.save_model(): the trained model as the folder it came from.
+  if (!args.output_dir.empty() && model->hf_export()) save_hf(args.output_dir);
   each_callback([&](TrainerCallback& cb) { cb.on_train_end(args, state, control); });
 
   const double runtime_s = seconds_since(start);

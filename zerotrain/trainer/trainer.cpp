@@ -131,6 +131,9 @@ Trainer::Trainer(TrainingArguments args, ModelSpec spec, TrainerData data, Train
     s.model = spec.build();
   }
   ZT_CHECK(s.model != nullptr, UsageError, "Trainer: the ModelSpec's build returned no model");
+  ZT_CHECK(args.save_hf_steps == 0 || s.model->hf_export().has_value(), UsageError, "--save_hf_steps ",
+           args.save_hf_steps, ": ", s.model->describe(), " was not built from a Hugging Face folder, so there is "
+           "no folder to write; use --model hf:DIR, or --save_steps for checkpoints");
   // Built on the CPU (the seeded draws are the CPU generator's, so a GPU run starts from the
   // same weights as a CPU run), then moved; under ZeroInit the kept shards are already there.
   if (!s.device.is_cpu()) s.model->module()->to(s.device);

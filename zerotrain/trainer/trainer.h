@@ -13,10 +13,12 @@
 //   trainer.train();
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "zerotrain/comm/communicator.h"
 #include "zerotrain/data/dataset.h"
@@ -51,6 +53,9 @@ struct TrainerOptions {
   // unless --bf16/--fp16 or the config decide; the start-up log says which and why.
   bool bf16_if_native = false;
   bool check_memory = true;                 // refuse a job the estimator says cannot fit
+  // Files copied into every Hugging Face folder the Trainer writes, replacing the model's own
+  // of the same name (zerotrain train: the files of a --tokenizer other than the model's).
+  std::vector<std::filesystem::path> hf_extra_files;
 };
 
 struct TrainOutput {

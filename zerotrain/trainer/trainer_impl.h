@@ -55,6 +55,8 @@ struct Trainer::Impl {
   // Called while the Trainer is built, before `args` is set.
   void prepare_output_dir(const TrainingArguments& run_args);
   void resume(const std::filesystem::path& from);   // trainer_checkpoints.cpp
+  // The model as a Hugging Face folder in `dir` (hf_folder_save.cpp); a model built from one only.
+  void save_hf(const std::filesystem::path& dir);
   TrainOutput train();                    // train_loop.cpp
 };
 

@@ -44,6 +44,16 @@ void check(const TrainingArguments& a) {
   need(a.save_steps >= 0, detail::str("--save_steps ", a.save_steps, ": must be at least 0 (0 saves no checkpoint)"));
   need(a.save_total_limit >= 0,
        detail::str("--save_total_limit ", a.save_total_limit, ": must be at least 0 (0 keeps every checkpoint)"));
+  need(a.save_hf_steps >= 0,
+       detail::str("--save_hf_steps ", a.save_hf_steps, ": must be at least 0 (0 writes no model folder during training)"));
+  need(a.save_hf_steps == 0 || !a.output_dir.empty(),
+       "--save_hf_steps writes <output_dir>/hf-<step>/: give --output_dir DIR (or --save_hf_steps 0)");
+  try {
+    const int64_t shard_bytes = strings::parse_bytes(a.max_shard_size, "--max_shard_size");
+    need(shard_bytes >= 1, "--max_shard_size " + a.max_shard_size + ": must be at least 1 byte, such as 5GB (the default)");
+  } catch (const UsageError& e) {
+    problems.push_back(e.message());
+  }
   need(a.dataloader_num_workers >= 0 && a.dataloader_num_workers <= 64,
        detail::str("--dataloader_num_workers ", a.dataloader_num_workers, ": give 0 (load in the training thread) to 64"));
   need(a.early_stopping_patience >= 0,

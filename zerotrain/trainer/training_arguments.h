@@ -46,6 +46,12 @@ struct TrainingArguments {
   IntervalStrategy save_strategy = IntervalStrategy::kSteps;
   int64_t save_steps = 500;
   int64_t save_total_limit = 0;           // 0: keep every checkpoint (HF's None)
+  // A model built from a Hugging Face folder (--model hf:DIR) is written back as one every N
+  // steps into <output_dir>/hf-<step>/ (0: never), and at the end into <output_dir>. HF's
+  // Trainer has no such argument (its checkpoints hold the model folder).
+  int64_t save_hf_steps = 0;
+  // Those folders' shards: huggingface_hub's max_shard_size ("5GB": powers of 1000, "2GiB").
+  std::string max_shard_size = "5GB";
   int64_t seed = 42;
   // auto (a GPU when one is visible, else the CPU), cpu, cuda (the GPU LOCAL_RANK names) or
   // cuda:N (every rank of the node on GPU N). HF's --use_cpu is --device cpu.
