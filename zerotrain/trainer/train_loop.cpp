@@ -103,6 +103,7 @@ TrainOutput Trainer::Impl::train() {
                                 {"skipped", engine->skipped_steps()},
                                 {"samples_per_s", samples_per_s},
                                 {"elapsed_s", seconds_since(start)},
+                                {"process_s", trainer::process_age_s()},
                                 {"model_state_bytes", state_bytes},
                                 {"peak_rss_bytes", rss},
                                 {"baseline_rss_bytes", baselines}};

@@ -3,11 +3,14 @@
 #include "zerotrain/trainer/trainer.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <torch/torch.h>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 
@@ -35,6 +38,23 @@ int64_t peak_rss_bytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+double process_age_s() {
+  // Field 22 of /proc/self/stat is the start time in clock ticks since boot; /proc/uptime's
+  // first number is now, in seconds since boot. The command name (field 2) may hold spaces,
+  // so the fields are counted after its closing parenthesis.
+  std::ifstream stat("/proc/self/stat"), uptime("/proc/uptime");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  double now_s = 0;
+  const size_t close = text.rfind(')');
+  if (!(uptime >> now_s) || close == std::string::npos) return -1;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && (fields >> field); ++i) {
+    if (i == 22) return now_s - std::stod(field) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  return -1;
 }
 
 std::vector<int64_t> per_rank(comm::Communicator& comm, int64_t value) {

@@ -63,6 +63,9 @@ struct Trainer::Impl {
 namespace trainer {
 // The peak resident memory of this process so far.
 int64_t peak_rss_bytes();
+// Seconds since this process started (-1 where /proc cannot say): a log line's time from the
+// launch, which includes loading the runtime and building the model.
+double process_age_s();
 // One value per rank, gathered to every rank.
 std::vector<int64_t> per_rank(comm::Communicator& comm, int64_t value);
 // The mean over ranks of a value every rank holds.
