@@ -219,7 +219,8 @@ TEST_F(Tokenized, MalformedLinesNameTheFileTheLineAndTheFix) {
     std::string line, expected, fix;
   };
   const std::vector<Case> cases = {
-      {"{\"txt\": \"a\"}", "has neither \"text\" nor \"prompt\" and \"completion\" (its keys: \"txt\")", "\"text\" string"},
+      {"{\"txt\": \"a\"}", "has neither \"text\" nor \"prompt\" and \"completion\" (its keys: \"txt\")",
+       "\"text\" string"},
       {"{\"prompt\": \"a\"}", "has \"prompt\" but no \"completion\"", "\"completion\" strings"},
       {"{\"completion\": \"a\"}", "has \"completion\" but no \"prompt\"", "\"prompt\" and"},
       {"{\"text\": 3}", "\"text\" is a number, not a string", "\"text\" string"},
@@ -325,7 +326,7 @@ TEST_F(Tokenized, ASplitTooShortForABlockNamesTheFileTokensAndBlockSize) {
   const fs::path path = numbered("docs.jsonl", 10);   // 30 tokens; eval: d9, 3 tokens
   const std::string message =
       error_of([&] { open_tokenized_jsonl(path, Split::kEval, 4, toy_.encoder(), no_cache()); });
-  EXPECT_NE(message.find(path.string() + " (10 documents, 30 tokens): its eval split (the last 1 documents, 3 tokens) "
+  EXPECT_NE(message.find(path.string() + " (10 documents, 30 tokens): its eval split (the last 1 document, 3 tokens) "
                                          "is too short for one block of 4 tokens, which needs 5 tokens; use a "
                                          "block size of at most 2"),
             std::string::npos)
@@ -350,7 +351,7 @@ TEST_F(Tokenized, TextFileIsOneDocumentSplitByTokens) {
   EXPECT_EQ(row(batch.targets, 0), (std::vector<int64_t>{id('t'), id('u'), id('v'), kEos}));
   EXPECT_EQ(row(train->get({0}).inputs, 0), (std::vector<int64_t>{kBos, id('a'), id('b'), id('c')}));
   EXPECT_EQ(row(train->get({0}).targets, 0), ids("abcd"));
-  EXPECT_EQ(eval->info().description, "text corpus.txt eval (5 tokens: 1 blocks of 4, 0% of targets masked)");
+  EXPECT_EQ(eval->info().description, "text corpus.txt eval (5 tokens: 1 block of 4, 0% of targets masked)");
   const std::string message =
       error_of([&] { open_tokenized_text(path, Split::kEval, 5, toy_.encoder(true), no_cache()); });
   EXPECT_NE(message.find(path.string() + " (50 tokens): its eval split (the last 10% of the tokens, 5 tokens)"),

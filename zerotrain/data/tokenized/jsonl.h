@@ -5,9 +5,10 @@
 //   {"prompt": "...", "completion": "..."}   trained on the completion only
 //
 // Other fields are ignored. A line of only whitespace is skipped; a UTF-8 byte-order mark at
-// the start of the file (or of a line: files concatenated) is skipped; a line may end in "\r\n". Everything else is an IoError
-// naming the file, the line (counted from 1) and the fix: a line that is not JSON or not an
-// object, that has neither form, both forms, or a field that is not a string, ill-formed UTF-8
+// the start of the file (or of a line: files concatenated) is skipped; a line may end in
+// "\r\n". Everything else is an IoError naming the file, the line (counted from 1) and the
+// fix: a line that is not JSON or not an object, that has neither form, both forms, or a field
+// that is not a string, ill-formed UTF-8
 // (refused, not replaced: a corpus that is not UTF-8 should be re-encoded, not guessed at), a
 // duplicate key, or a line longer than max_line_bytes (stopped there: the rest of the line is
 // never read).

@@ -5,6 +5,11 @@
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::data::tokenized {
+namespace {
+
+std::string documents_text(int64_t n) { return std::to_string(n) + (n == 1 ? " document" : " documents"); }
+
+}  // namespace
 
 SplitRange split_range(const Corpus& corpus, Split split, int64_t block_size) {
   const std::string source = corpus.source.string();
@@ -19,15 +24,14 @@ SplitRange split_range(const Corpus& corpus, Split split, int64_t block_size) {
   if (corpus.kind == CorpusKind::kJsonl) {
     const int64_t n = stream.documents();
     const int64_t eval_documents = n / 10;
-    ZT_CHECK(train || eval_documents > 0, IoError, source, " has ", n, " document", n == 1 ? "" : "s",
+    ZT_CHECK(train || eval_documents > 0, IoError, source, " has ", documents_text(n),
              ": its eval split is the last 10% of the documents (floor(", n, " / 10) = 0), so it needs at least 10; "
              "add documents, evaluate on another file, or turn evaluation off");
     const int64_t train_documents = n - eval_documents;
     train_end = eval_documents > 0 ? stream.document_starts[static_cast<size_t>(train_documents)] : total;
     range.documents = train ? train_documents : eval_documents;
-    part = train ? "the first " + std::to_string(train_documents) + " documents"
-                 : "the last " + std::to_string(eval_documents) + " documents";
-    counts = std::to_string(n) + " documents, " + std::to_string(total) + " tokens";
+    part = train ? "the first " + documents_text(train_documents) : "the last " + documents_text(eval_documents);
+    counts = documents_text(n) + ", " + std::to_string(total) + " tokens";
   } else {
     train_end = total - total / 10;
     part = train ? "the first 90% of the tokens" : "the last 10% of the tokens";

@@ -31,8 +31,11 @@ TokenizedDataset::TokenizedDataset(TokenStream stream, int64_t begin, int64_t en
   info_.task = Task::kLanguageModeling;
   info_.vocab_size = vocab_size;
   info_.block_size = block_size_;
-  info_.description = name + " (" + (documents >= 0 ? std::to_string(documents) + " documents, " : "") +
-                      std::to_string(end_ - begin_) + " tokens: " + std::to_string(blocks_) + " blocks of " +
+  info_.description = name + " (" +
+                      (documents >= 0 ? std::to_string(documents) + (documents == 1 ? " document, " : " documents, ")
+                                      : std::string()) +
+                      std::to_string(end_ - begin_) + " tokens: " + std::to_string(blocks_) +
+                      (blocks_ == 1 ? " block of " : " blocks of ") +
                       std::to_string(block_size_) + ", " + percent(masked_, targets) + " of targets masked)";
 }
 
