@@ -52,8 +52,16 @@ void Packer::encode_pending() {
       try {
         const Document& document = pending_[static_cast<size_t>(i)];
         Encoded& out = encoded[static_cast<size_t>(i)];
-        if (!document.prompt.empty()) out.prompt = encoder_.encode(document.prompt);
-        if (!document.text.empty()) out.text = encoder_.encode(document.text);
+        if (document.prompt.empty()) {
+          if (!document.text.empty()) out.text = encoder_.encode(document.text);
+        } else {
+          out.text = encoder_.encode(document.prompt + document.text);
+          const std::vector<int32_t> prompt = encoder_.encode(document.prompt);
+          const auto shared = static_cast<size_t>(
+              std::mismatch(prompt.begin(), prompt.end(), out.text.begin(), out.text.end()).first - prompt.begin());
+          out.prompt.assign(out.text.begin(), out.text.begin() + static_cast<std::ptrdiff_t>(shared));
+          out.text.erase(out.text.begin(), out.text.begin() + static_cast<std::ptrdiff_t>(shared));
+        }
       } catch (...) {
         const std::lock_guard<std::mutex> lock(failure_mutex);
         if (!failure) failure = std::current_exception();

@@ -1,9 +1,12 @@
 // Documents into one token stream (docs/finetune.md, "Data: JSONL and text"): each document is
 // [bos] prompt completion eos (bos when the encoder has one), documents one after the other.
-// The prompt and the text are encoded separately, so the mask's boundary is exactly where the
-// prompt ends. Trained: the text's tokens and the eos after them (a model fine-tuned to stop
-// must learn to predict eos); not trained: the bos and the prompt. A "text" document is a
-// document with no prompt: all of it trained but its bos.
+// As TRL's SFTTrainer does, prompt + completion is encoded whole (so the ids are the
+// tokenizer's for the whole document, whatever it does at the start of a text) and the prompt
+// alone; the prompt's tokens are the leading ids both share. Where a token straddles the
+// boundary (it holds the prompt's end and the completion's start), it belongs to the
+// completion: the model must produce it. Trained: the completion's tokens and the eos after
+// them (a model fine-tuned to stop must learn to predict eos); not trained: the bos and the
+// prompt. A "text" document is a document with no prompt: all of it trained but its bos.
 //
 // Encoding runs on several threads, batch by batch; the stream is the same for any number of
 // threads (each document's ids depend on that document only, and are appended in order).
