@@ -3,10 +3,12 @@
 
 #include <torch/torch.h>
 
+#include <optional>
 #include <set>
 
 #include "zerotrain/core/error.h"
 #include "zerotrain/models/builtin.h"
+#include "zerotrain/models/hf/hf_model.h"
 #include "zerotrain/stages/stage3/units.h"
 
 namespace zerotrain::models {
@@ -19,6 +21,13 @@ const Builtin& builtin(const std::string& name) {
   throw UsageError(detail::str("--model ", name, ": the built-in models are convnet, gpt and mlp"));
 }
 
+// --model hf:DIR: a model built from a Hugging Face folder (models/hf/hf_model.h).
+std::optional<std::string> hf_folder(const std::string& name) {
+  if (name.rfind("hf:", 0) != 0) return std::nullopt;
+  ZT_CHECK(name.size() > 3, UsageError, "--model hf: give the Hugging Face model folder: hf:DIR");
+  return name.substr(3);
+}
+
 Fields fields_of(const Builtin& b, const std::string& name, const std::string& config, const DataShape& data) {
   return parse_fields(name, config, b.presets, b.default_preset, b.fields_from_data(data), data.name);
 }
@@ -26,16 +35,19 @@ Fields fields_of(const Builtin& b, const std::string& name, const std::string& c
 }  // namespace
 
 std::unique_ptr<Model> make_model(const std::string& name, const std::string& config, const DataShape& data) {
+  if (const auto dir = hf_folder(name)) return hf::make_hf_model(*dir, config, data);
   const Builtin& b = builtin(name);
   return b.make(fields_of(b, name, config, data), data);
 }
 
 estimate::ModelShape shape_of(const std::string& name, const std::string& config, const DataShape& data) {
+  if (const auto dir = hf_folder(name)) return hf::hf_shape_of(*dir, config, data);
   const Builtin& b = builtin(name);
   return b.shape(fields_of(b, name, config, data), data);
 }
 
 int64_t hidden_size_of(const std::string& name, const std::string& config, const DataShape& data) {
+  if (const auto dir = hf_folder(name)) return hf::hf_hidden_size_of(*dir);
   const Builtin& b = builtin(name);
   return b.hidden_size(fields_of(b, name, config, data));
 }

@@ -11,7 +11,7 @@
 
 namespace zerotrain::models {
 
-// name: "mlp", "gpt" or "convnet"; config: "preset=NAME,key=value,..." (empty: the
+// name: "mlp", "gpt" or "convnet", or hf:DIR for a Hugging Face folder (models/hf/hf_model.h); config: "preset=NAME,key=value,..." (empty: the
 // model's default preset); data: what the dataset fixes (channels, classes, vocabulary).
 // Throws UsageError naming an unknown model, preset or key, a bad value, or a dataset the
 // model cannot train on.

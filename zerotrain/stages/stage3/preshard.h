@@ -7,6 +7,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -37,6 +39,31 @@ struct PreSharded {
 // cut into chunks (a broadcast from rank 0 per parameter, then the memory freed). Null when
 // no ZeroInit is active.
 std::shared_ptr<PreSharded> preshard_if_active(torch::nn::Module& unit);
+
+// Where the chunks come from instead of rank 0's values: a loader of pretrained weights
+// (models/hf/hf_load.h) that reads each rank's elements straight from the files, so a
+// pretrained model is never whole on any rank, not even one unit at a time. While a
+// ChunkSourceScope is alive in this thread, each parameter a unit built under ZeroInit cuts
+// gets only its chunk allocated (chunk_range(param.numel(), world, rank): `numel` elements
+// from flat element `offset`, in ZeroInit's dtype for a floating parameter, on its device),
+// `source` fills it, and the parameter's own memory is dropped without being read (the
+// builder can create it with at::empty: its pages are never touched). No broadcast, no
+// collective: every rank must fill its chunk from the same weights. Without a scope,
+// preshard_if_active broadcasts rank 0's values as before.
+using ChunkSource =
+    std::function<void(const at::Tensor& param, int64_t offset, int64_t numel, at::Tensor& chunk_out)>;
+
+class ChunkSourceScope {
+ public:
+  explicit ChunkSourceScope(ChunkSource source);
+  ~ChunkSourceScope();
+  ChunkSourceScope(const ChunkSourceScope&) = delete;
+  ChunkSourceScope& operator=(const ChunkSourceScope&) = delete;
+
+ private:
+  ChunkSource source_;
+  const ChunkSource* previous_ = nullptr;   // an enclosing scope of this thread
+};
 
 // One parameter cut: in `dtype` (floating parameters) and on `device` if given, rank 0's
 // values broadcast, this rank's chunk kept, the parameter left without memory. A collective:

@@ -26,6 +26,7 @@ struct ZeroInit::State {
 namespace {
 
 thread_local ZeroInit::State* active = nullptr;
+thread_local const stages::stage3::ChunkSource* chunk_source = nullptr;   // ChunkSourceScope
 
 comm::Communicator join(const Config& config, std::optional<comm::Communicator> comm) {
   const auto traits = config::traits_of(static_cast<int>(config.zero_optimization.stage));
@@ -45,6 +46,25 @@ std::vector<ShardedModule*> presharded_units(torch::nn::Module& model) {
   visit(&model);
   for (const auto& m : model.modules(/*include_self=*/false)) visit(m.get());
   return units;
+}
+
+// A parameter cut from a ChunkSource: only the chunk is allocated; the parameter keeps its
+// shape and takes the chunk's dtype and device (as cut_parameter leaves it) on a storage of
+// no bytes, so its old memory, never written, is released and no full copy is made, on the
+// host or on the device.
+stages::stage3::PreShard cut_from_source(const comm::Communicator& comm, const at::Tensor& param,
+                                         at::ScalarType dtype, std::optional<c10::Device> device,
+                                         const stages::stage3::ChunkSource& source) {
+  const auto range = comm::chunk_range(param.numel(), comm.world_size(), comm.rank());
+  at::TensorOptions options = param.options().dtype(param.is_floating_point() ? dtype : param.scalar_type());
+  if (device) options = options.device(*device);
+  at::Tensor chunk = at::empty({range.numel}, options);
+  source(param, range.offset, range.numel, chunk);
+  at::Tensor shell = at::empty({0}, options);
+  shell.unsafeGetTensorImpl()->set_sizes_contiguous(param.sizes());
+  at::Tensor p = param;
+  p.set_data(shell);
+  return {p, std::move(chunk)};
 }
 
 }  // namespace
@@ -69,10 +89,17 @@ std::shared_ptr<PreSharded> preshard_if_active(torch::nn::Module& unit) {
   c10::NoGradGuard no_grad;
   for (auto& p : unit.parameters()) {
     if (!s->cut.insert(p.unsafeGetTensorImpl()).second) continue;
-    out->params.push_back(cut_parameter(s->comm, p, s->dtype, s->device));
+    out->params.push_back(chunk_source ? cut_from_source(s->comm, p, s->dtype, s->device, *chunk_source)
+                                       : cut_parameter(s->comm, p, s->dtype, s->device));
   }
   return out;
 }
+
+ChunkSourceScope::ChunkSourceScope(ChunkSource source) : source_(std::move(source)), previous_(chunk_source) {
+  chunk_source = &source_;
+}
+
+ChunkSourceScope::~ChunkSourceScope() { chunk_source = previous_; }
 
 PreShard cut_parameter(comm::Communicator& comm, const at::Tensor& param, at::ScalarType dtype,
                        std::optional<c10::Device> device, bool from_rank0) {

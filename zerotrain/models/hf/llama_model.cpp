@@ -1,0 +1,181 @@
+// The Llama family as transformers' LlamaForCausalLM, MistralForCausalLM and
+// Qwen2ForCausalLM compute it in eval mode: RMSNorm, rotary positions (rotate_half, inverse
+// frequencies of rope types default, linear and llama3), grouped-query attention, a SwiGLU
+// MLP; Mistral's sliding window, Qwen2's q/k/v biases.
+#include <ATen/ATen.h>
+#include <torch/nn/modules/container/modulelist.h>
+
+#include <cmath>
+#include <vector>
+
+#include "zerotrain/models/hf/hf_modules.h"
+#include "zerotrain/stages/stage3/sharded.h"
+
+namespace zerotrain::models::hf {
+namespace {
+
+// transformers' inverse frequencies, operation for operation in fp32 (a Python `s / t` is
+// t.reciprocal() * s, `b ** t` is pow(b, t)), so cos and sin are its bits.
+at::Tensor inverse_frequencies(const HfModelConfig& c) {
+  const int64_t dim = c.head_dim;
+  const at::Tensor exponents = at::arange(0, dim, 2, at::kLong).to(at::kFloat) / static_cast<double>(dim);
+  at::Tensor inv_freq = at::pow(c.rope_theta, exponents).reciprocal() * 1.0;
+  const RopeScaling& r = c.rope_scaling;
+  if (r.type == "linear") return inv_freq / r.factor;
+  if (r.type != "llama3") return inv_freq;
+  // _compute_llama3_parameters: long wavelengths divided by `factor`, short ones kept, the
+  // ones between interpolated.
+  const double old_context = static_cast<double>(r.original_max_position_embeddings);
+  const double low_wavelen = old_context / r.low_freq_factor, high_wavelen = old_context / r.high_freq_factor;
+  const at::Tensor wavelen = inv_freq.reciprocal() * (2 * M_PI);
+  at::Tensor llama = at::where(wavelen > low_wavelen, inv_freq / r.factor, inv_freq);
+  const at::Tensor smooth = (wavelen.reciprocal() * old_context - r.low_freq_factor) /
+                            (r.high_freq_factor - r.low_freq_factor);
+  const at::Tensor smoothed = (1 - smooth) * llama / r.factor + smooth * llama;
+  const at::Tensor medium = at::logical_not(wavelen < high_wavelen) * at::logical_not(wavelen > low_wavelen);
+  return at::where(medium, smoothed, llama);
+}
+
+// LlamaRMSNorm: normalised in fp32, cast back, then scaled.
+struct RmsNormImpl : torch::nn::Module {
+  RmsNormImpl(ParamMaker& make, const std::string& name, int64_t dim, double eps) : eps(eps) {
+    weight = register_parameter("weight", make.make(name + ".weight", {dim}));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor h = x.to(at::kFloat);
+    const at::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);
+    return weight * (h * at::rsqrt(variance + eps)).to(x.scalar_type());
+  }
+  double eps;
+  at::Tensor weight;
+};
+TORCH_MODULE(RmsNorm);
+
+at::Tensor rotate_half(const at::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+struct AttentionImpl : torch::nn::Module {
+  AttentionImpl(ParamMaker& make, const std::string& p, const HfModelConfig& c)
+      : heads(c.num_heads), kv_heads(c.num_kv_heads), head_dim(c.head_dim) {
+    const int64_t e = c.hidden_size;
+    q_proj = register_module("q_proj", Linear(make, p + "q_proj", e, heads * head_dim, c.qkv_bias));
+    k_proj = register_module("k_proj", Linear(make, p + "k_proj", e, kv_heads * head_dim, c.qkv_bias));
+    v_proj = register_module("v_proj", Linear(make, p + "v_proj", e, kv_heads * head_dim, c.qkv_bias));
+    o_proj = register_module("o_proj", Linear(make, p + "o_proj", heads * head_dim, e, c.out_bias));
+  }
+  // cos, sin: [T, head_dim] in x's dtype; mask: attention()'s.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& mask) {
+    const int64_t b = x.size(0), t = x.size(1);
+    auto q = q_proj(x).view({b, t, -1, head_dim}).transpose(1, 2);
+    auto k = k_proj(x).view({b, t, -1, head_dim}).transpose(1, 2);
+    auto v = v_proj(x).view({b, t, -1, head_dim}).transpose(1, 2);
+    q = q * cos + rotate_half(q) * sin;
+    k = k * cos + rotate_half(k) * sin;
+    auto y = attention(q, k, v, mask);
+    return o_proj(y.transpose(1, 2).contiguous().reshape({b, t, -1}).contiguous());
+  }
+  int64_t heads, kv_heads, head_dim;
+  Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+};
+TORCH_MODULE(Attention);
+
+struct MlpImpl : torch::nn::Module {
+  MlpImpl(ParamMaker& make, const std::string& p, const HfModelConfig& c) {
+    gate_proj = register_module("gate_proj", Linear(make, p + "gate_proj", c.hidden_size, c.intermediate_size, c.mlp_bias));
+    up_proj = register_module("up_proj", Linear(make, p + "up_proj", c.hidden_size, c.intermediate_size, c.mlp_bias));
+    down_proj = register_module("down_proj", Linear(make, p + "down_proj", c.intermediate_size, c.hidden_size, c.mlp_bias));
+  }
+  at::Tensor forward(const at::Tensor& x) { return down_proj(at::silu(gate_proj(x)) * up_proj(x)); }
+  Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+struct DecoderLayerImpl : torch::nn::Module {
+  DecoderLayerImpl(ParamMaker& make, const std::string& p, const HfModelConfig& c) {
+    self_attn = register_module("self_attn", Attention(make, p + "self_attn.", c));
+    mlp = register_module("mlp", Mlp(make, p + "mlp.", c));
+    input_layernorm = register_module("input_layernorm", RmsNorm(make, p + "input_layernorm", c.hidden_size, c.norm_eps));
+    post_attention_layernorm = register_module(
+        "post_attention_layernorm", RmsNorm(make, p + "post_attention_layernorm", c.hidden_size, c.norm_eps));
+  }
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& mask) {
+    auto h = x + self_attn(input_layernorm(x), cos, sin, mask);
+    return h + mlp(post_attention_layernorm(h));
+  }
+  Attention self_attn{nullptr};
+  Mlp mlp{nullptr};
+  RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+// LlamaModel: embed_tokens and each layer are ZeRO-3 units; the final norm stays with the model.
+struct BaseModelImpl : torch::nn::Module {
+  BaseModelImpl(ParamMaker& make, const HfModelConfig& c) {
+    Embedding token(make, "model.embed_tokens", c.vocab_size, c.hidden_size);
+    token_weight = token->weight;
+    embed_tokens = register_module("embed_tokens", zerotrain::Sharded<Embedding>(token));
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      units.emplace_back(DecoderLayer(make, "model.layers." + std::to_string(i) + ".", c));
+      layers->push_back(units.back());
+    }
+    register_module("layers", layers);
+    norm = register_module("norm", RmsNorm(make, "model.norm", c.hidden_size, c.norm_eps));
+  }
+  zerotrain::Sharded<Embedding> embed_tokens{nullptr};
+  torch::nn::ModuleList layers;
+  std::vector<zerotrain::Sharded<DecoderLayer>> units;   // the modules in `layers`
+  RmsNorm norm{nullptr};
+  at::Tensor token_weight;
+};
+TORCH_MODULE(BaseModel);
+
+struct LlamaLm final : HfCausalLm {
+  LlamaLm(ParamMaker& make, const HfModelConfig& c) : inv_freq(inverse_frequencies(c)), sliding_window(c.sliding_window) {
+    model = register_module("model", BaseModel(make, c));
+    if (c.tie_word_embeddings) {
+      tied_head = register_module("lm_head", zerotrain::Sharded<TiedHead>(TiedHead(model->token_weight)));
+    } else {
+      head = register_module("lm_head", zerotrain::Sharded<Linear>(Linear(make, "lm_head", c.hidden_size,
+                                                                        c.vocab_size, false)));
+    }
+  }
+  at::Tensor forward(const at::Tensor& ids) override {
+    const int64_t t = ids.size(1);
+    auto x = model->embed_tokens(ids);
+    // LlamaRotaryEmbedding: positions x inverse frequencies in fp32, cos and sin in x's dtype.
+    const at::Tensor positions = at::arange(t, ids.options().dtype(at::kLong)).to(at::kFloat);
+    const at::Tensor freqs = positions.unsqueeze(-1) * inv_freq.to(x.device());
+    const at::Tensor emb = at::cat({freqs, freqs}, -1);
+    const at::Tensor cos = emb.cos().to(x.scalar_type()), sin = emb.sin().to(x.scalar_type());
+    at::Tensor mask;   // undefined: causal
+    if (sliding_window && t > *sliding_window) {
+      // Mistral: query i sees keys i - window + 1 .. i (transformers' sliding_window_overlay).
+      const at::Tensor i = at::arange(t, ids.options().dtype(at::kLong)).unsqueeze(1);
+      const at::Tensor j = at::arange(t, ids.options().dtype(at::kLong)).unsqueeze(0);
+      mask = at::logical_and(j <= i, j > i - *sliding_window);
+    }
+    for (auto& layer : model->units) {
+      x = checkpointer ? (*checkpointer)([layer, cos, sin, mask](const at::Tensor& in) mutable {
+            return layer(in, cos, sin, mask);
+          }, x)
+                       : layer(x, cos, sin, mask);
+    }
+    x = model->norm(x);
+    return tied_head ? tied_head(x) : head(x);
+  }
+  BaseModel model{nullptr};
+  zerotrain::Sharded<TiedHead> tied_head{nullptr};
+  zerotrain::Sharded<Linear> head{nullptr};
+  at::Tensor inv_freq;   // fp32 [head_dim / 2]; not a parameter nor a saved buffer (transformers' is not persistent)
+  std::optional<int64_t> sliding_window;
+};
+
+}  // namespace
+
+std::shared_ptr<HfCausalLm> build_llama(const HfModelConfig& config, ParamMaker& make) {
+  return std::make_shared<LlamaLm>(make, config);
+}
+
+}  // namespace zerotrain::models::hf
