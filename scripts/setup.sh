@@ -42,6 +42,7 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev   # fuzzing the config and checkpoint readers (scripts/fuzz.sh)
   libxxhash-dev        # checkpoint checksums (XXH3-64)
   libpcre2-dev         # the pre-tokenizer regexes of tokenizer.json (zerotrain/text)
+  libicu-dev           # Unicode normalization (NFC, NFKC) of tokenizer.json (zerotrain/text)
   liburing-dev libaio-dev   # the io_uring and libaio engines of NVMe offload (zerotrain/io)
   fio                       # the second baseline of bench/io_bandwidth.sh (our IO engine against fio and dd)
   zlib1g-dev           # gzip-compressed IDX files (zerotrain/data/idx.cpp); libopenmpi-dev also pulls it in
