@@ -285,6 +285,25 @@ TEST_F(Tokenized, BlankLinesBomAndCrlfAreAccepted) {
   EXPECT_EQ(read_jsonl(late, [](Document&&) {}), 2);
 }
 
+TEST_F(Tokenized, LinesAcrossTheReadersBlocksAreWhole) {
+  // 2.5 MB of short lines, then one line of 3 MB: lines straddle the reader's 1 MiB blocks.
+  std::string lines;
+  for (int i = 0; i < 25000; ++i) lines += "{\"text\": \"line " + std::to_string(i) + std::string(70, '.') + "\"}\n";
+  const std::string long_text(3 << 20, 'z');
+  lines += "{\"prompt\": \"p\", \"completion\": \"" + long_text + "\"}\n";
+  const fs::path path = write("big.jsonl", lines);
+  int64_t seen = 0;
+  bool all_equal = true;
+  read_jsonl(path, [&](Document&& d) {
+    const std::string expected =
+        seen < 25000 ? "line " + std::to_string(seen) + std::string(70, '.') : long_text;
+    all_equal = all_equal && d.text == expected;
+    ++seen;
+  });
+  EXPECT_EQ(seen, 25001);
+  EXPECT_TRUE(all_equal);
+}
+
 TEST_F(Tokenized, AFileOfNoDocumentsIsAnError) {
   for (const std::string& content : {std::string(), std::string("\n  \n\n")}) {
     const fs::path path = write("empty.jsonl", content);
