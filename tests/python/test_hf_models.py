@@ -116,21 +116,36 @@ def test_shape_from_config_matches_built_model(folders, name):
     assert json.loads(proc.stdout)["same"]
 
 
-def launch_zero3(folder, ids_path, out):
+def launch_zero3(folder, ids_path, out, *extra):
     proc = run([ZEROTRAIN, "launch", "--nproc_per_node", "2", "--backend", "gloo", "--timeout_s", "240", "--",
-                FORWARD, str(folder), str(ids_path), str(out), "--zero3"])
+                FORWARD, str(folder), str(ids_path), str(out), "--zero3", *extra])
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     reports = [json.loads(open(f"{out}.rank{r}.json").read()) for r in range(2)]
     return load_file(str(out))["logits"], reports
 
 
-def test_zero_init_tied_gpt2(folders, ids, tmp_path):
-    folder, model = folders["gpt2"]
+def next_token_loss(logits, x):
+    """Model::loss's: the next id as target, the last position -100 (not trained)."""
+    targets = x.roll(-1, 1)
+    targets[:, -1] = -100
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)).item()
+
+
+@pytest.mark.parametrize("name", ["gpt2", "mistral_window"])
+def test_zero_init_train_step(folders, ids, tmp_path, name):
+    """World 2 under ZeroInit with gradient checkpointing: the logits, the loss (targets of -100
+    left out) and one training step through the units lowers it on every rank alike."""
+    folder, model = folders[name]
     x, path = ids
     with torch.no_grad():
         want = model(x).logits.float()
-    got, _ = launch_zero3(folder, path, tmp_path / "logits.safetensors")
+    got, reports = launch_zero3(folder, path, tmp_path / "logits.safetensors", "--checkpointing")
     assert rel_error(got, want) <= 1e-5
+    want_loss = next_token_loss(want, x)
+    for r in reports:
+        assert abs(r["loss_before"] - want_loss) <= 1e-5 * want_loss, (r, want_loss)
+        assert r["loss_after"] < r["loss_before"], r
+    assert reports[0]["loss_after"] == reports[1]["loss_after"]
 
 
 def test_zero_init_loads_each_rank_its_chunks(tmp_path, ids):

@@ -5,7 +5,8 @@
 //   zerotrain launch --nproc_per_node 2 -- zt_hf_forward DIR IDS.json OUT.safetensors --zero3 [--dtype ...]
 //       built under ZeroInit at stage 3 (each rank reads its chunks), the forward through
 //       the engine; rank 0 writes the logits, every rank OUT.rankR.json with its peak RSS
-//       while loading
+//       while loading, and the loss before and after one training step on the ids (targets:
+//       the next id, -100 for the last position); --checkpointing: with gradient checkpointing
 //   zt_hf_forward DIR --check-shape     shape_of("hf:DIR") from config.json against the built model's
 //
 // IDS.json: [[id, ...], ...] (B rows of T ids). The logits are written in fp32 as the
@@ -127,7 +128,8 @@ int check_shape(const std::string& dir) {
   return same ? 0 : 1;
 }
 
-int zero3(const std::string& dir, const torch::Tensor& ids, const std::string& out, const std::string& dtype) {
+int zero3(const std::string& dir, const torch::Tensor& ids, const std::string& out, const std::string& dtype,
+          bool checkpointing) {
   const std::string text = std::string(R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3},)") +
                            R"("optimizer": {"type": "Adam", "params": {"lr": 0.001}}, "bf16": {"enabled": )" +
                            (dtype == "bf16" ? "true" : "false") + "}}";
@@ -146,13 +148,29 @@ int zero3(const std::string& dir, const torch::Tensor& ids, const std::string& o
   }
   int64_t model_bytes = 0;
   for (const auto& n : zm::shape_of("hf:" + dir, "").param_numels) model_bytes += 4 * n;
+  if (checkpointing) model->enable_gradient_checkpointing({});
   auto engine = zerotrain::initialize(model->module(), config, {.comm = comm});
   engine.eval();
   const torch::Tensor logits = forward(*model, ids);
   if (comm.rank() == 0) write_logits(logits, out);
+  // One step on the same ids: the loss through Model::loss, a backward through the units.
+  torch::Tensor targets = ids.roll(-1, 1);
+  targets.select(1, ids.size(1) - 1).fill_(-100);
+  engine.train();
+  const torch::Tensor loss = model->loss(ids, targets);
+  const double before = loss.item<double>();
+  engine.backward(loss);
+  engine.step();
+  engine.eval();
+  double after = 0;
+  {
+    torch::NoGradGuard no_grad;
+    after = model->loss(ids, targets).item<double>();
+  }
   std::ofstream report(out + ".rank" + std::to_string(comm.rank()) + ".json");
+  report.precision(17);
   report << "{\"rank\": " << comm.rank() << ", \"load_peak_delta\": " << delta << ", \"model_bytes\": " << model_bytes
-         << ", \"method\": \"" << method << "\"}\n";
+         << ", \"method\": \"" << method << "\", \"loss_before\": " << before << ", \"loss_after\": " << after << "}\n";
   return 0;
 }
 
@@ -163,24 +181,26 @@ int main(int argc, char** argv) {
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.size() == 2 && args[1] == "--check-shape") return check_shape(args[0]);
     if (args.size() < 3) {
-      std::fprintf(stderr, "usage: zt_hf_forward DIR IDS.json OUT.safetensors [--dtype fp32|bf16] [--zero3]\n"
+      std::fprintf(stderr, "usage: zt_hf_forward DIR IDS.json OUT.safetensors [--dtype fp32|bf16] [--zero3 [--checkpointing]]\n"
                            "       zt_hf_forward DIR --check-shape\n");
       return 2;
     }
     std::string dtype = "fp32";
-    bool zero = false;
+    bool zero = false, checkpointing = false;
     for (size_t i = 3; i < args.size(); ++i) {
       if (args[i] == "--dtype" && i + 1 < args.size()) {
         dtype = args[++i];
       } else if (args[i] == "--zero3") {
         zero = true;
+      } else if (args[i] == "--checkpointing") {
+        checkpointing = true;
       } else {
         std::fprintf(stderr, "zt_hf_forward: unknown argument %s\n", args[i].c_str());
         return 2;
       }
     }
     const torch::Tensor ids = read_ids(args[1]);
-    if (zero) return zero3(args[0], ids, args[2], dtype);
+    if (zero) return zero3(args[0], ids, args[2], dtype, checkpointing);
     auto model = zm::make_model("hf:" + args[0], "");
     if (dtype == "bf16") model->module()->to(torch::kBFloat16);
     write_logits(forward(*model, ids), args[2]);
