@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <system_error>
 #include <vector>
 
@@ -282,6 +284,13 @@ CachedStream cached_stream(const fs::path& source, std::string_view mode, const 
     out.use = damaged ? CacheUse::kRebuilt : CacheUse::kWritten;
   } else {
     out.use = CacheUse::kNotWritten;
+    // Once per corpus and process: the train and eval splits open the same file.
+    static std::mutex told_mutex;
+    static std::set<std::string> told;
+    {
+      const std::lock_guard<std::mutex> lock(told_mutex);
+      if (!told.insert(file.string()).second) return out;
+    }
     if (wrote.unwritable) {
       ZT_LOG_INFO("no token cache for ", source.string(), ": ", wrote.problem,
                   "; training without one (the corpus is tokenised again at every run)");
