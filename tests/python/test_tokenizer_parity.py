@@ -14,7 +14,8 @@ import sys
 import pytest
 
 tokenizers = pytest.importorskip("tokenizers")
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
+from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers,  # noqa: E402
+                        processors, trainers)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "examples", "hf"))
@@ -66,6 +67,7 @@ def build_gpt2(text):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator([text], _bpe_trainer(["<|endoftext|>"], pre_tokenizers.ByteLevel.alphabet()))
+    tok.add_tokens(FLAGGED_TOKENS)
     return tok
 
 
@@ -94,6 +96,7 @@ def build_qwen2(text):
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator([text], _bpe_trainer(["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
                                                  pre_tokenizers.ByteLevel.alphabet()))
+    tok.add_tokens(FLAGGED_TOKENS)
     return tok
 
 
@@ -110,10 +113,40 @@ def build_llama2(text):
     # As Llama 2's file: the byte tokens are vocabulary entries, not added tokens.
     spec = json.loads(tok.to_str())
     spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] not in byte_tokens]
-    return Tokenizer.from_str(json.dumps(spec))
+    tok = Tokenizer.from_str(json.dumps(spec))
+    tok.add_tokens(FLAGGED_TOKENS)   # normalized ones get Prepend's "▁", as in tokenizers
+    return tok
 
 
-BUILDERS = {"gpt2": build_gpt2, "llama3": build_llama3, "qwen2": build_qwen2, "llama2": build_llama2}
+def build_metaspace(text):
+    """SentencePiece's spaces as a pre-tokenizer (older Llama/Mistral files, T5): Metaspace
+    splitting before each "▁", prepended to the first piece only; NFKC; Digits."""
+    tok = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=True),
+        pre_tokenizers.Digits(individual_digits=True)])
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="first", split=True)
+    tok.train_from_iterator([text[:TRAIN_BYTES // 2]], _bpe_trainer(["<unk>", "<s>", "</s>"]))
+    tok.add_tokens(FLAGGED_TOKENS)
+    return tok
+
+
+# Added tokens with each flag that decides where they match and what they take with them.
+FLAGGED_TOKENS = [
+    AddedToken("<mask>", lstrip=True, rstrip=False, normalized=False, special=True),
+    AddedToken("[sep]", lstrip=False, rstrip=True, normalized=False),
+    AddedToken("lord", single_word=True, normalized=False),
+    AddedToken("ﬁsh", normalized=True),   # its NFKC form "fish" is what the normalized text holds
+    AddedToken("Moses", normalized=True, single_word=True),
+]
+FLAGGED_TEXTS = [
+    "a <mask> b  <mask>c<mask>", "x [sep]   y [sep]", "the lord LORD lords overlord lord_ lord's (lord) lord",
+    "ﬁsh fish fishes", "Moses and Moses' Mosesx xMoses", "<mask>[sep]lord Moses ﬁsh",
+]
+
+BUILDERS = {"gpt2": build_gpt2, "llama3": build_llama3, "qwen2": build_qwen2, "llama2": build_llama2,
+            "metaspace": build_metaspace}
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +165,7 @@ def corpus(kjv):
         with open(path, encoding="utf-8", errors="replace") as f:
             texts.append(f.read())
     adversarial, byte_texts = adversarial_texts()
-    texts += adversarial
+    texts += adversarial + FLAGGED_TEXTS
     cpp = list(texts) + [{"hex": b.hex()} for b in byte_texts]
     texts += [b.decode("utf-8", errors="replace") for b in byte_texts]
     return texts, cpp

@@ -89,16 +89,16 @@ AddedTokens::AddedTokens(const JsonField& list, const Normalizer* normalizer) {
     tokens_.push_back(std::move(token));
   }
   for (size_t i = 0; i < tokens_.size(); ++i) {
-    const AddedToken& token = tokens_[i];
+    AddedToken& token = tokens_[i];
     index_of_id_.emplace(token.id, i);
     index_of_content_.emplace(token.content, i);
+    token.decoded = token.content;
     if (!token.normalized) {
       raw_.add(token.content, i);
       continue;
     }
-    std::string content = token.content;
-    if (normalizer != nullptr) normalizer->normalize(content);
-    normalized_.add(std::move(content), i);
+    if (normalizer != nullptr) normalizer->normalize(token.decoded);
+    normalized_.add(token.decoded, i);
   }
 }
 

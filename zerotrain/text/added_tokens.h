@@ -26,6 +26,9 @@ struct AddedToken {
   bool lstrip = false;
   bool rstrip = false;
   bool normalized = false;
+  // The text decode gives it: for a normalized token, its content normalized (what the text
+  // it matched held, so the decoder inverts it), as tokenizers does.
+  std::string decoded;
 };
 
 // A stretch of text: an added token's id, or text for the model (id -1).

@@ -207,7 +207,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
   for (const int32_t id : ids) {
     const std::string* token = nullptr;
     if (const AddedToken* added = impl.added.by_id(id)) {
-      token = &added->content;
+      token = &added->decoded;
     } else {
       token = impl.model->id_to_token(id);
     }
