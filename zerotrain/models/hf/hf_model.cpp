@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/input_file.h"
 #include "zerotrain/core/strings.h"
 #include "zerotrain/models/hf/hf_config.h"
 #include "zerotrain/models/hf/hf_layout.h"
@@ -60,10 +61,29 @@ Fields fields_of(const HfModelConfig& c, int64_t block) {
           {"hidden_size", c.hidden_size}, {"n_head", c.num_heads},     {"n_kv_head", c.num_kv_heads}};
 }
 
+// The folder's files a saved model carries besides its weights: its config and its
+// tokenizer's, whichever the folder has (the weights are written by the engine).
+const char* const kFolderFiles[] = {"config.json",          "generation_config.json", "tokenizer.json",
+                                    "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                                    "vocab.json",            "merges.txt"};
+
 class HfModel final : public Model {
  public:
   HfModel(const std::string& dir, const HfModelConfig& c, int64_t block)
-      : description_(describe_model(dir, c)), fields_(fields_of(c, block)), module_(load_hf_module(dir, c)) {}
+      : dir_(dir), description_(describe_model(dir, c)), fields_(fields_of(c, block)), module_(load_hf_module(dir, c)) {}
+  // Written back as a folder of the same model: its files, each parameter under the name
+  // it was read from.
+  std::optional<HfExport> hf_export() const override {
+    HfExport out;
+    for (const char* name : kFolderFiles) {
+      std::error_code ec;
+      const std::filesystem::path path = std::filesystem::path(dir_) / name;
+      if (!std::filesystem::is_regular_file(path, ec)) continue;
+      out.files.emplace_back(name, files::InputFile(path, {.what = "model folder file"}).read_all());
+    }
+    out.tensor_name = folder_name;
+    return out;
+  }
   std::shared_ptr<torch::nn::Module> module() override { return module_; }
   // Targets of -100 are not trained (cross_entropy's ignore_index, transformers' convention).
   at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets) override {
@@ -92,6 +112,7 @@ class HfModel final : public Model {
     const at::Tensor logits = module_->forward(inputs);
     return logits.reshape({-1, logits.size(-1)}).to(at::kFloat);
   }
+  std::string dir_;
   std::string description_;
   Fields fields_;
   std::shared_ptr<HfCausalLm> module_;
