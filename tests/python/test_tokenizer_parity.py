@@ -44,7 +44,8 @@ def adversarial_texts():
         "\u05e9\u05dc\u05d5\u05dd \u0645\u0631\u062d\u0628\u0627 RTL \u202eevil\u202c", "nb\u00a0sp zero\u200bwidth \ufeffbom",
         "line\r\nline\rline\n\n\r\n end\n", "\ttabs\t\tand\t mixed \t\n", "x\u0085next-line \u2028ls \u2029ps \u3000ideo",
         "1 22 333 4444 55555 123456789012 \u0661\u0662\u0663 \u00bd \u2163", "it's THEY'LL we'VE I'M you'd 'S 'll",
-        "\u017fs LONG-S 's\u017f", "<|endoftext|> inside <|endoftext|><|endoftext|> text", "<s> </s> <unk> <0x41>",
+        "\u017fs LONG-S 's\u017f", "a\u24b6b a\u0345b a\u203fb a\u00aab \u00b9\u00b2\u00b3 \u216b \u0663x a\u200db",
+        "<|endoftext|> inside <|endoftext|><|endoftext|> text", "<s> </s> <unk> <0x41>",
         "<|begin_of_text|>Hello<|end_of_text|>", "\u2581already\u2581metaspace \u2581", "ümlaut Straße İstanbul ǅ",
         "\u00ad soft hyphen, \u0000 nul, \x7f del, \x01\x02 controls", "a" * 500, "ab" * 300, "🙂" * 50,
         "mixed 中文and English混合123数字", "punctuation!!! ??? ... --- ___ *** ///", "emoji🙂word🙂 🙂",
@@ -214,3 +215,76 @@ def test_malformed_merge_names_the_field(kjv, tmp_path):
     proc = subprocess.run([ZT_TOKENIZE, str(tmp_path), str(texts)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 3, proc.stderr   # a ConfigError
     assert "tokenizer.json: model.merges[3]: expected a pair of tokens" in proc.stderr, proc.stderr
+
+
+def _variant(pre_tokenizer=None, normalizer=None, decoder=None, post=None, model=None, trainer_args=None):
+    def build(text):
+        tok = Tokenizer(model() if model else models.BPE(unk_token="<unk>"))
+        tok.normalizer = normalizer
+        tok.pre_tokenizer = pre_tokenizer
+        tok.decoder = decoder
+        args = dict(vocab_size=600, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False)
+        tok.train_from_iterator([text[:100_000]], trainers.BpeTrainer(**args, **(trainer_args or {})))
+        if post:
+            tok.post_processor = post(tok)
+        tok.add_tokens(FLAGGED_TOKENS)
+        return tok
+    return build
+
+
+def _split(behavior, invert=False):
+    return pre_tokenizers.Split(Regex(r"\s+|[,.;:]"), behavior=behavior, invert=invert)
+
+
+# Each supported option that the four model styles above leave out, on a small vocabulary.
+VARIANTS = {
+    "split_removed": _variant(_split("removed")),
+    "split_merged_previous": _variant(_split("merged_with_previous")),
+    "split_merged_next": _variant(_split("merged_with_next")),
+    "split_contiguous": _variant(_split("contiguous")),
+    "split_inverted": _variant(_split("isolated", invert=True)),
+    "split_string": _variant(pre_tokenizers.Split(" ", behavior="merged_with_next")),
+    "whitespace": _variant(pre_tokenizers.Whitespace()),
+    "split_word_classes": _variant(pre_tokenizers.Split(Regex(r"\w+|\d|[^\w\s]+|\s+(?!\S)|\W"), behavior="isolated")),
+    "whitespace_split_digits": _variant(pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                                 pre_tokenizers.Digits(individual_digits=False)])),
+    "metaspace_always_unsplit": _variant(pre_tokenizers.Metaspace(prepend_scheme="always", split=False),
+                                         decoder=decoders.Metaspace(prepend_scheme="always", split=False)),
+    "metaspace_never": _variant(pre_tokenizers.Metaspace(prepend_scheme="never"),
+                                decoder=decoders.Metaspace(prepend_scheme="never")),
+    "byte_level_prefix_space": _variant(pre_tokenizers.ByteLevel(add_prefix_space=True),
+                                        decoder=decoders.ByteLevel(),
+                                        post=lambda t: processors.RobertaProcessing(("</s>", t.token_to_id("</s>")),
+                                                                                    ("<s>", t.token_to_id("<s>")))),
+    "nfd_strip_regex_replace": _variant(
+        pre_tokenizers.WhitespaceSplit(),
+        normalizers.Sequence([normalizers.NFD(), normalizers.Strip(), normalizers.Replace(Regex(r"[0-9]+"), "#")]),
+        decoder=decoders.Sequence([decoders.Replace("#", "N"), decoders.Strip("e", 0, 1)])),
+    "nfkd_bert_post": _variant(pre_tokenizers.Whitespace(), normalizers.NFKD(),
+                               post=lambda t: processors.BertProcessing(("</s>", t.token_to_id("</s>")),
+                                                                        ("<s>", t.token_to_id("<s>")))),
+    "subword_affixes": _variant(pre_tokenizers.Whitespace(),
+                                model=lambda: models.BPE(unk_token="<unk>", continuing_subword_prefix="##",
+                                                         end_of_word_suffix="</w>"),
+                                trainer_args=dict(continuing_subword_prefix="##", end_of_word_suffix="</w>")),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_each_option_matches(variant, kjv, tmp_path):
+    tok = VARIANTS[variant](kjv)
+    tok.save(str(tmp_path / "tokenizer.json"))
+    adversarial, byte_texts = adversarial_texts()
+    texts = kjv.splitlines()[:300] + adversarial + FLAGGED_TEXTS
+    ours = run_zt_tokenize(str(tmp_path), texts, tmp_path)
+    for name, special in (("ids", False), ("ids_special", True)):
+        want = [e.ids for e in tok.encode_batch(texts, add_special_tokens=special)]
+        mismatched = [i for i, (g, w) in enumerate(zip(ours[name], want)) if g != w]
+        assert not mismatched, (f"{variant} {name}: {len(mismatched)} of {len(want)} differ; the first, "
+                                f"{texts[mismatched[0]][:120]!r}:\nzerotrain  {ours[name][mismatched[0]][:40]}\n"
+                                f"tokenizers {want[mismatched[0]][:40]}")
+    decoded = tok.decode_batch([e.ids for e in tok.encode_batch(texts, add_special_tokens=False)],
+                               skip_special_tokens=False)
+    mismatched = [i for i, (g, w) in enumerate(zip(ours["decoded"], decoded)) if g != w]
+    assert not mismatched, (f"{variant} decode: {len(mismatched)} differ; the first: zerotrain "
+                            f"{ours['decoded'][mismatched[0]][:120]!r}, tokenizers {decoded[mismatched[0]][:120]!r}")

@@ -164,9 +164,14 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const JsonField& field) {
     return std::make_unique<SplitPreTokenizer>(std::make_unique<Regex>(individual ? R"(\p{N})" : R"(\p{N}+)"),
                                                SplitBehavior::kIsolated, false);
   }
-  if (type == "Whitespace") {   // runs of word characters, runs of other non-space characters
-    return std::make_unique<SplitPreTokenizer>(std::make_unique<Regex>(R"(\w+|[^\w\s]+)"), SplitBehavior::kRemoved,
-                                               true);
+  if (type == "Whitespace") {
+    // tokenizers' \w+|[^\w\s]+ in Rust's regex, whose \w is Unicode's word class (letters
+    // with the other Alphabetic characters, marks, decimal digits, connectors, ZWNJ/ZWJ): PCRE2's
+    // \w leaves out the marks, so the class is spelled out.
+    constexpr const char* kWord = R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}])";
+    constexpr const char* kNotWordOrSpace = R"([^\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}\s])";
+    return std::make_unique<SplitPreTokenizer>(
+        std::make_unique<Regex>(std::string(kWord) + "+|" + kNotWordOrSpace + "+"), SplitBehavior::kRemoved, true);
   }
   if (type == "WhitespaceSplit") {
     return std::make_unique<SplitPreTokenizer>(std::make_unique<Regex>(R"(\s+)"), SplitBehavior::kRemoved, false);

@@ -8,12 +8,15 @@
 namespace zerotrain::text {
 namespace {
 
-// Oniguruma's \s is Unicode's White_Space property; PCRE2's (with PCRE2_UCP) is the Z
-// categories plus the ASCII controls \t\n\v\f\r, which leaves out U+0085 (NEXT LINE). Each \s
-// and \S of the pattern is widened by that one code point, so `\s+(?!\S)` splits a text with
-// U+0085 where `tokenizers` does. Escapes and classes are tracked only as far as needed to
-// tell where a \s stands; the pattern itself is left to PCRE2.
-std::string onig_whitespace(const std::string& pattern) {
+// Two classes mean more in Oniguruma than in PCRE2 (with PCRE2_UCP), and the patterns are
+// widened to Oniguruma's meaning when compiled:
+// - \s: Oniguruma's is Unicode's White_Space property; PCRE2's leaves out U+0085 (NEXT LINE),
+//   so `\s+(?!\S)` would split a text with U+0085 elsewhere than `tokenizers` does.
+// - \w: Oniguruma's takes every Alphabetic character, mark and number and each connector
+//   punctuation; PCRE2's only letters, numbers and '_'.
+// Escapes and classes are tracked only as far as needed to tell where a \s or \w stands; the
+// pattern itself is left to PCRE2.
+std::string onig_classes(const std::string& pattern) {
   std::string out;
   out.reserve(pattern.size() + 16);
   bool in_class = false;
@@ -22,10 +25,15 @@ std::string onig_whitespace(const std::string& pattern) {
     if (c == '\\' && i + 1 < pattern.size()) {
       const char next = pattern[i + 1];
       ++i;
+      constexpr const char* kMoreWord = "\\p{Alphabetic}\\p{M}\\p{Pc}";
       if (next == 's') {
         out += in_class ? "\\s\\x{85}" : "[\\s\\x{85}]";
       } else if (next == 'S' && !in_class) {
         out += "[^\\s\\x{85}]";
+      } else if (next == 'w') {
+        out += in_class ? std::string("\\w") + kMoreWord : std::string("[\\w") + kMoreWord + "]";
+      } else if (next == 'W' && !in_class) {
+        out += std::string("[^\\w") + kMoreWord + "]";
       } else {
         out += '\\';
         out += next;
@@ -73,7 +81,7 @@ struct Regex::Compiled {
 };
 
 Regex::Regex(const std::string& pattern) : compiled_(std::make_unique<Compiled>()) {
-  const std::string widened = onig_whitespace(pattern);
+  const std::string widened = onig_classes(pattern);
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
   compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(widened.data()), widened.size(),
