@@ -3,6 +3,7 @@
 // launch` for several ranks. Numbers are read as the config reads them (tools/number_flags.h),
 // values pass the same checks as the C++ API's (the Trainer runs them), and "auto" values in
 // the DeepSpeed config are filled from them as HF's Trainer does.
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,18 @@ void check_local_rank(int given) {
            " in the environment; drop the flag or launch with a launcher that sets both alike");
 }
 
+// A --tokenizer folder's files, which the model folders written back carry in place of the
+// model's own (the tokenizer they were fine-tuned with).
+std::vector<std::filesystem::path> tokenizer_files(const std::string& dir) {
+  std::vector<std::filesystem::path> files;
+  if (dir.empty()) return files;
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(std::filesystem::path(dir) / name, ec)) files.emplace_back(std::filesystem::path(dir) / name);
+  }
+  return files;
+}
+
 int run_train(TrainOptions o) {
   log::set_level(o.log_level);
   check_local_rank(o.local_rank);
@@ -57,13 +70,17 @@ int run_train(TrainOptions o) {
   o.data.model = o.model;
   o.data.model_config = o.model_config;
   o.data.seed = o.args.seed;
+  o.data.needs_eval = o.args.eval_strategy != IntervalStrategy::kNo;
   TrainData data = open_train_data(o.data);
   const models::DataShape shape = data.shape;
   ModelSpec spec{.build = [o, shape] { return models::make_model(o.model, o.model_config, shape); },
                  .hidden_size = models::hidden_size_of(o.model, o.model_config, shape),
                  .shape = models::shape_of(o.model, o.model_config, shape)};
   Trainer trainer(o.args, std::move(spec), {.train = data.train, .eval = data.eval},
-                  {.metrics_file = o.metrics_file, .bf16_if_native = o.bf16_if_native, .check_memory = !o.skip_memory_check});
+                  {.metrics_file = o.metrics_file,
+                   .bf16_if_native = o.bf16_if_native,
+                   .check_memory = !o.skip_memory_check,
+                   .hf_extra_files = tokenizer_files(o.data.tokenizer)});
   trainer.train();
   return 0;
 }
@@ -74,11 +91,19 @@ Command add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   TrainingArguments& a = o->args;
   CLI::App* cmd = app.add_subcommand("train", "Train a built-in model (convnet, mlp, gpt) with a DeepSpeed config");
-  cmd->add_option("--model", o->model, "convnet, mlp or gpt")->capture_default_str();
-  cmd->add_option("--model_config", o->model_config,
-                  "preset=NAME,key=value,... (gpt: tiny, small, gpt2; mlp: tiny, small; convnet: small, tiny)");
-  cmd->add_option("--dataset", o->data.spec, "fashion-mnist, cifar10:PATH, mnist:PATH, text:PATH, kjv or synthetic")
+  cmd->add_option("--model", o->model,
+                  "convnet, mlp, gpt, or hf:DIR: a Hugging Face model folder to fine-tune (GPT-2, Llama, Mistral, "
+                  "Qwen2; docs/finetune.md)")
       ->capture_default_str();
+  cmd->add_option("--model_config", o->model_config,
+                  "preset=NAME,key=value,... (gpt: tiny, small, gpt2; mlp: tiny, small; convnet: small, tiny); "
+                  "hf:DIR: block_size=N only");
+  cmd->add_option("--dataset", o->data.spec,
+                  "fashion-mnist, cifar10:PATH, mnist:PATH, text:PATH, kjv or synthetic; with --model hf:DIR, "
+                  "jsonl:PATH or text:PATH, tokenised")
+      ->capture_default_str();
+  cmd->add_option("--tokenizer", o->data.tokenizer,
+                  "--model hf:DIR: the folder whose tokenizer.json tokenises the data (default: DIR)");
   add_number_flag(*cmd, "--max_train_samples", o->data.max_train_samples,
                   "Train on the first N samples only (0: all)");
   add_number_flag(*cmd, "--max_eval_samples", o->data.max_eval_samples,

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "tools/tokenized_data.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/output_path.h"
 #include "zerotrain/data/open.h"
@@ -69,6 +70,9 @@ TrainData open_train_data(const TrainDataOptions& o) {
            ": must be at least 0 (0: all samples)");
   ZT_CHECK(o.max_eval_samples >= 0, UsageError, "--max_eval_samples ", o.max_eval_samples,
            ": must be at least 0 (0: all samples)");
+  if (is_hf_model(o.model)) return open_tokenized_train_data(o);
+  ZT_CHECK(o.tokenizer.empty(), UsageError, "--tokenizer ", o.tokenizer, ": only --model hf:DIR tokenises its data; --model ",
+           o.model, " reads ", o.spec, " as it is (docs/data.md)");
   TrainData out;
   if (o.spec == "synthetic") {
     out.shape.name = "synthetic";

@@ -19,6 +19,8 @@ struct TrainDataOptions {
   int64_t seed = 42;
   int64_t max_train_samples = 0;  // 0: all
   int64_t max_eval_samples = 0;
+  std::string tokenizer;          // --tokenizer: the folder of tokenizer.json (--model hf:DIR; default DIR)
+  bool needs_eval = true;         // an eval split is opened only when something evaluates
 };
 
 struct TrainData {

@@ -111,9 +111,14 @@ std::shared_ptr<const Dataset> open_unlimited(const std::string& spec, Split spl
 std::shared_ptr<const Dataset> open_dataset(const std::string& spec, Split split, const OpenOptions& options) {
   ZT_CHECK(options.limit >= 0, UsageError, "dataset ", spec, ": limit is ", options.limit,
            "; use 0 for all samples or a positive count");
-  std::shared_ptr<const Dataset> dataset = open_unlimited(spec, split, options);
-  if (options.limit == 0 || options.limit >= dataset->size()) return dataset;
-  return std::make_shared<const FirstSamples>(std::move(dataset), options.limit);
+  return first_samples(open_unlimited(spec, split, options), options.limit, spec);
+}
+
+std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> dataset, int64_t limit,
+                                             const std::string& spec) {
+  ZT_CHECK(limit >= 0, UsageError, "dataset ", spec, ": limit is ", limit, "; use 0 for all samples or a positive count");
+  if (limit == 0 || limit >= dataset->size()) return dataset;
+  return std::make_shared<const FirstSamples>(std::move(dataset), limit);
 }
 
 }  // namespace zerotrain::data

@@ -32,4 +32,9 @@ struct OpenOptions {
 // that is missing or damaged (naming the file or the package to install).
 std::shared_ptr<const Dataset> open_dataset(const std::string& spec, Split split, const OpenOptions& options = {});
 
+// The first `limit` samples of `dataset` (all of it when 0 or >= its size). UsageError for a
+// negative limit, naming `spec`.
+std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> dataset, int64_t limit,
+                                             const std::string& spec);
+
 }  // namespace zerotrain::data

@@ -127,6 +127,10 @@ std::unique_ptr<Model> make_hf_model(const std::string& dir, const std::string& 
   return std::make_unique<HfModel>(dir, c, block);
 }
 
+int64_t hf_block_size_of(const std::string& dir, const std::string& config) {
+  return block_size_of(dir, config, read_hf_config(dir));
+}
+
 estimate::ModelShape hf_shape_of(const std::string& dir, const std::string& config, const DataShape& data) {
   const HfModelConfig c = read_hf_config(dir);
   const int64_t block = block_size_of(dir, config, c);

@@ -25,5 +25,8 @@ std::unique_ptr<Model> make_hf_model(const std::string& dir, const std::string& 
 // estimated: docs/finetune.md).
 estimate::ModelShape hf_shape_of(const std::string& dir, const std::string& config, const DataShape& data);
 int64_t hf_hidden_size_of(const std::string& dir);
+// The sequence length the model trains at: the config string's block_size, or its default.
+// The data is cut into blocks of it before the model is built.
+int64_t hf_block_size_of(const std::string& dir, const std::string& config);
 
 }  // namespace zerotrain::models::hf
