@@ -3,9 +3,11 @@
 // tests/python/test_tokenizer_parity.py.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "zerotrain/core/error.h"
 #include "zerotrain/text/tokenizer.h"
@@ -119,6 +121,8 @@ TEST(TokenizerErrors, EachNamesTheFileAndField) {
     const std::string e = error_of("{not json");
     EXPECT_NE(e.find("tok/tokenizer.json: not valid JSON"), std::string::npos) << e;
   }
+  const std::string deep = error_of(std::string(100000, '[') + std::string(100000, ']'));
+  EXPECT_NE(deep.find("tok/tokenizer.json: nested more than 64 levels deep"), std::string::npos) << deep;
   std::string json = tiny();
   json.replace(json.find(R"("type": "BPE")"), 13, R"("type": "WordPiece")");
   EXPECT_NE(error_of(json).find("model.type: model type \"WordPiece\" is not supported"), std::string::npos)
@@ -151,6 +155,22 @@ TEST(TokenizerErrors, EachNamesTheFileAndField) {
       "behavior": "Isolated", "invert": false})"))
                 .find("pre_tokenizer.pattern: the regex does not compile"),
             std::string::npos);
+}
+
+TEST(Tokenizer, EncodesFromManyThreadsAlike) {
+  const Tokenizer tok = Tokenizer::from_json(tiny("", R"(, "pre_tokenizer": {"type": "ByteLevel",
+      "add_prefix_space": false, "trim_offsets": true, "use_regex": true})"), "threads");
+  const std::string text = "abc cab bca abcabc ab c";
+  const std::vector<int32_t> want = tok.encode(text);
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 2000; ++i) mismatches += tok.encode(text) != want;
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST(TokenizerErrors, MissingFileIsAnIoError) {

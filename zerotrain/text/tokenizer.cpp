@@ -28,7 +28,36 @@ std::string read_file(const std::filesystem::path& path) {
   return text.str();
 }
 
+// tokenizer.json nests a few levels; a file nested thousands deep is not one, and would
+// exhaust the stack of the recursive code that prints and frees a JSON value.
+constexpr int kMaxJsonDepth = 64;
+
+void check_depth(std::string_view text, const std::string& origin) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        throw ConfigError(detail::str(origin, ": nested more than ", kMaxJsonDepth,
+                                      " levels deep; a tokenizer.json is a few levels deep"));
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
 Json parse(std::string_view text, const std::string& origin) {
+  check_depth(text, origin);
   try {
     return Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {
@@ -128,7 +157,8 @@ std::unique_ptr<Tokenizer::Impl> build(std::string_view json_text, const std::st
     }
   }
   const JsonField model = top["model"];
-  const std::string type = model.has("type") ? model["type"].string() : (model.has("merges") ? "BPE" : "");
+  // tokenizers reads a model without "type" by its fields; a BPE is the one with merges.
+  const std::string type = model.has("type") || !model.has("merges") ? model["type"].string() : "BPE";
   if (type != "BPE") {
     (model.has("type") ? model["type"] : model)
         .fail("model type \"" + type + "\" is not supported: zerotrain reads BPE tokenizers (GPT-2, Llama, Qwen, "
