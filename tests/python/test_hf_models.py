@@ -141,13 +141,21 @@ def next_token_loss(logits, x):
 @pytest.mark.parametrize("name", ["gpt2", "mistral_window"])
 def test_zero_init_train_step(folders, ids, tmp_path, name):
     """World 2 under ZeroInit with gradient checkpointing: the logits, the loss (targets of -100
-    left out) and one training step through the units lowers it on every rank alike."""
+    left out) and one training step through the units lowers it on every rank alike. Before
+    the step the model is written back as a folder: the tensors the source folder has, under
+    its names, bit for bit, with its config.json."""
     folder, model = folders[name]
     x, path = ids
     with torch.no_grad():
         want = model(x).logits.float()
-    got, reports = launch_zero3(folder, path, tmp_path / "logits.safetensors", "--checkpointing")
+    saved = tmp_path / "saved"
+    got, reports = launch_zero3(folder, path, tmp_path / "logits.safetensors", "--checkpointing", "--save", saved)
     assert rel_error(got, want) <= 1e-5
+    source, written = load_file(str(folder / "model.safetensors")), load_file(str(saved / "model.safetensors"))
+    assert sorted(written) == sorted(source)
+    for key, value in source.items():
+        assert torch.equal(written[key], value), key
+    assert json.loads((saved / "config.json").read_text()) == json.loads((folder / "config.json").read_text())
     want_loss = next_token_loss(want, x)
     for r in reports:
         assert abs(r["loss_before"] - want_loss) <= 1e-5 * want_loss, (r, want_loss)

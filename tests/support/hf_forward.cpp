@@ -6,7 +6,8 @@
 //       built under ZeroInit at stage 3 (each rank reads its chunks), the forward through
 //       the engine; rank 0 writes the logits, every rank OUT.rankR.json with its peak RSS
 //       while loading, and the loss before and after one training step on the ids (targets:
-//       the next id, -100 for the last position); --checkpointing: with gradient checkpointing
+//       the next id, -100 for the last position); --checkpointing: with gradient checkpointing;
+//       --save DIR: before the step, the model written back as a folder (Model::hf_export)
 //   zt_hf_forward DIR --check-shape     shape_of("hf:DIR") from config.json against the built model's
 //
 // IDS.json: [[id, ...], ...] (B rows of T ids). The logits are written in fp32 as the
@@ -129,7 +130,7 @@ int check_shape(const std::string& dir) {
 }
 
 int zero3(const std::string& dir, const torch::Tensor& ids, const std::string& out, const std::string& dtype,
-          bool checkpointing) {
+          bool checkpointing, const std::string& save_dir) {
   const std::string text = std::string(R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3},)") +
                            R"("optimizer": {"type": "Adam", "params": {"lr": 0.001}}, "bf16": {"enabled": )" +
                            (dtype == "bf16" ? "true" : "false") + "}}";
@@ -153,6 +154,14 @@ int zero3(const std::string& dir, const torch::Tensor& ids, const std::string& o
   engine.eval();
   const torch::Tensor logits = forward(*model, ids);
   if (comm.rank() == 0) write_logits(logits, out);
+  if (!save_dir.empty()) {
+    const auto hf = model->hf_export();
+    zerotrain::ModelSaveOptions options;
+    options.tensor_name = hf->tensor_name;
+    options.extra_files = hf->files;
+    options.gather_at_stage3 = true;
+    engine.save_16bit_model(save_dir, "model.safetensors", options);
+  }
   // One step on the same ids: the loss through Model::loss, a backward through the units.
   torch::Tensor targets = ids.roll(-1, 1);
   targets.select(1, ids.size(1) - 1).fill_(-100);
@@ -181,12 +190,13 @@ int main(int argc, char** argv) {
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.size() == 2 && args[1] == "--check-shape") return check_shape(args[0]);
     if (args.size() < 3) {
-      std::fprintf(stderr, "usage: zt_hf_forward DIR IDS.json OUT.safetensors [--dtype fp32|bf16] [--zero3 [--checkpointing]]\n"
+      std::fprintf(stderr, "usage: zt_hf_forward DIR IDS.json OUT.safetensors [--dtype fp32|bf16] [--zero3 [--checkpointing] [--save DIR]]\n"
                            "       zt_hf_forward DIR --check-shape\n");
       return 2;
     }
     std::string dtype = "fp32";
     bool zero = false, checkpointing = false;
+    std::string save_dir;
     for (size_t i = 3; i < args.size(); ++i) {
       if (args[i] == "--dtype" && i + 1 < args.size()) {
         dtype = args[++i];
@@ -194,13 +204,15 @@ int main(int argc, char** argv) {
         zero = true;
       } else if (args[i] == "--checkpointing") {
         checkpointing = true;
+      } else if (args[i] == "--save" && i + 1 < args.size()) {
+        save_dir = args[++i];
       } else {
         std::fprintf(stderr, "zt_hf_forward: unknown argument %s\n", args[i].c_str());
         return 2;
       }
     }
     const torch::Tensor ids = read_ids(args[1]);
-    if (zero) return zero3(args[0], ids, args[2], dtype, checkpointing);
+    if (zero) return zero3(args[0], ids, args[2], dtype, checkpointing, save_dir);
     auto model = zm::make_model("hf:" + args[0], "");
     if (dtype == "bf16") model->module()->to(torch::kBFloat16);
     write_logits(forward(*model, ids), args[2]);
