@@ -5,6 +5,7 @@
 
 #include <unicode/bytestream.h>
 #include <unicode/normalizer2.h>
+#include <unicode/ustring.h>
 
 #include <stdexcept>
 #include <vector>
@@ -96,6 +97,39 @@ class StripNormalizer final : public Normalizer {
   bool left_, right_;
 };
 
+// Lowercase: each character's full lowercase mapping on its own, as Rust's char::to_lowercase
+// (so "İ" becomes "i̇", and a final "Σ" is "σ" like any other: no context).
+class LowercaseNormalizer final : public Normalizer {
+ public:
+  void normalize(std::string& text) const override {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t at = 0; at < text.size();) {
+      const char32_t c = next_code_point(text, at);
+      if (c < 0x80) {
+        out.push_back(static_cast<char>(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c));
+        continue;
+      }
+      UChar source[2];
+      int32_t source_length = 0;
+      U16_APPEND_UNSAFE(source, source_length, static_cast<UChar32>(c));
+      UChar lower[8];
+      UErrorCode status = U_ZERO_ERROR;
+      const int32_t lower_length = u_strToLower(lower, 8, source, source_length, "", &status);
+      if (U_FAILURE(status)) {
+        append_utf8(out, c);
+        continue;
+      }
+      for (int32_t i = 0; i < lower_length;) {
+        UChar32 mapped;
+        U16_NEXT_UNSAFE(lower, i, mapped);
+        append_utf8(out, static_cast<char32_t>(mapped));
+      }
+    }
+    text = std::move(out);
+  }
+};
+
 const icu::Normalizer2* icu_form(const JsonField& field, const std::string& type) {
   UErrorCode status = U_ZERO_ERROR;
   const icu::Normalizer2* form = type == "NFC"    ? icu::Normalizer2::getNFCInstance(status)
@@ -151,9 +185,10 @@ std::unique_ptr<Normalizer> make_normalizer(const JsonField& field) {
   if (type == "NFC" || type == "NFKC" || type == "NFD" || type == "NFKD") {
     return std::make_unique<IcuNormalizer>(icu_form(field, type));
   }
+  if (type == "Lowercase") return std::make_unique<LowercaseNormalizer>();
   if (type == "Strip") return std::make_unique<StripNormalizer>(field["strip_left"].boolean(), field["strip_right"].boolean());
   field["type"].fail("normalizer type \"" + type +
-                     "\" is not supported (supported: Sequence, Prepend, Replace, NFC, NFKC, NFD, NFKD, Strip); "
+                     "\" is not supported (supported: Sequence, Prepend, Replace, NFC, NFKC, NFD, NFKD, Lowercase, Strip); "
                      "use the tokenizer with the Python tokenizers package instead");
 }
 

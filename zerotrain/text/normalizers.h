@@ -1,5 +1,5 @@
 // tokenizer.json's "normalizer": what is done to the text before it is split into words.
-// Supported: Sequence, Prepend, Replace, NFC, NFKC, NFD, NFKD, Strip; null is none.
+// Supported: Sequence, Prepend, Replace, NFC, NFKC, NFD, NFKD, Lowercase, Strip; null is none.
 #pragma once
 
 #include "zerotrain/text/json_field.h"
