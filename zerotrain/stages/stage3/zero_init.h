@@ -10,9 +10,10 @@
 //
 // Every rank builds the model in the same order (the units' parameters are broadcast from
 // rank 0, so rank 0's initial values are everyone's, as the engine's start-up broadcast
-// gives without ZeroInit). Parameters are cast to the config's training dtype when cut. A
-// unit that is built whole and wrapped afterwards (wrap_sequential) is cut too, but was
-// whole first. Until initialize, the units cannot run. docs/stage3.md.
+// gives without ZeroInit; a loader of pretrained weights gives each rank its chunks from the
+// files instead: ChunkSourceScope, preshard.h). Parameters are cast to the config's training
+// dtype when cut. A unit that is built whole and wrapped afterwards (wrap_sequential) is cut
+// too, but was whole first. Until initialize, the units cannot run. docs/stage3.md.
 #pragma once
 
 #include <c10/core/Device.h>
