@@ -68,7 +68,7 @@ int64_t runtime_of(const std::string& text) {
 }
 
 void add_model_options(CLI::App* cmd, ModelOptions& m) {
-  cmd->add_option("--model", m.model, "A built-in model: gpt, mlp or convnet (its activations are not estimated)");
+  cmd->add_option("--model", m.model, "A built-in model (gpt, mlp or convnet), or hf:DIR: a Hugging Face model folder, counted from its config.json");
   cmd->add_option("--model_config", m.model_config, "preset=NAME,key=value,... (as zerotrain train)");
 }
 
