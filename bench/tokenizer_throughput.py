@@ -1,6 +1,6 @@
 """Tokenizer throughput: zerotrain's tokenizer.json encode (bench/tokenizer_throughput.cpp)
 against the tokenizers package's, on one core, on the King James Bible line by line, with the
-same tokenizer file. Rounds alternate between the two; each round loads the tokenizer afresh
+same tokenizer file: GPT-2-, Llama-3- and Llama-2-style tokenizers trained here. Rounds alternate between the two; each round loads the tokenizer afresh
 (an empty word cache) and times the encode only. Prints a Markdown table of the medians.
 
     python bench/tokenizer_throughput.py --build build [--rounds 3] [--vocab 16000]
@@ -27,6 +27,10 @@ sys.path.insert(0, os.path.join(ROOT, "examples", "hf"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 import kjv_data  # noqa: E402
 import test_tokenizer_parity as styles  # noqa: E402  the GPT-2/Llama 3-style builders
+
+
+NAMES = {"gpt2": "GPT-2-style byte-level BPE", "llama3": "Llama-3-style byte-level BPE",
+         "llama2": "Llama-2-style BPE with byte fallback"}
 
 
 def python_round(tokenizer_file, lines, text_bytes):
@@ -63,11 +67,11 @@ def main():
         text_file = os.path.join(tmp, "kjv.txt")
         with open(text_file, "w", encoding="utf-8") as f:
             f.write("\n".join(lines))
-        for style in ("gpt2", "llama3"):
+        for style in ("gpt2", "llama3", "llama2"):
             directory = os.path.join(tmp, style)
             os.makedirs(directory)
             tokenizer_file = os.path.join(directory, "tokenizer.json")
-            styles.BUILDERS[style](text).save(tokenizer_file)
+            styles.BUILDERS[style](text, flagged=False).save(tokenizer_file)
             ours, theirs = [], []
             for _ in range(args.rounds):
                 mb_s, ours_tokens = cpp_round(binary, directory, text_file)
@@ -77,7 +81,7 @@ def main():
                 if ours_tokens != theirs_tokens:
                     sys.exit(f"{style}: zerotrain made {ours_tokens} tokens, tokenizers {theirs_tokens}")
             a, b = statistics.median(ours), statistics.median(theirs)
-            print(f"| {style}-style byte-level BPE | {a:.2f} | {b:.2f} | {a / b:.2f}x |", flush=True)
+            print(f"| {NAMES[style]} | {a:.2f} | {b:.2f} | {a / b:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":

@@ -63,16 +63,17 @@ def _bpe_trainer(special, alphabet=None):
                                initial_alphabet=alphabet or [])
 
 
-def build_gpt2(text):
+def build_gpt2(text, flagged=True):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator([text], _bpe_trainer(["<|endoftext|>"], pre_tokenizers.ByteLevel.alphabet()))
-    tok.add_tokens(FLAGGED_TOKENS)
+    if flagged:
+        tok.add_tokens(FLAGGED_TOKENS)
     return tok
 
 
-def build_llama3(text):
+def build_llama3(text, flagged=True):
     tok = Tokenizer(models.BPE(ignore_merges=True))
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
@@ -88,7 +89,7 @@ def build_llama3(text):
     return tok
 
 
-def build_qwen2(text):
+def build_qwen2(text, flagged=True):
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -97,11 +98,12 @@ def build_qwen2(text):
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator([text], _bpe_trainer(["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
                                                  pre_tokenizers.ByteLevel.alphabet()))
-    tok.add_tokens(FLAGGED_TOKENS)
+    if flagged:
+        tok.add_tokens(FLAGGED_TOKENS)
     return tok
 
 
-def build_llama2(text):
+def build_llama2(text, flagged=True):
     byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
     tok = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
     tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
@@ -115,11 +117,12 @@ def build_llama2(text):
     spec = json.loads(tok.to_str())
     spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] not in byte_tokens]
     tok = Tokenizer.from_str(json.dumps(spec))
-    tok.add_tokens(FLAGGED_TOKENS)   # normalized ones get Prepend's "▁", as in tokenizers
+    if flagged:
+        tok.add_tokens(FLAGGED_TOKENS)   # normalized ones get Prepend's "▁", as in tokenizers
     return tok
 
 
-def build_metaspace(text):
+def build_metaspace(text, flagged=True):
     """SentencePiece's spaces as a pre-tokenizer (older Llama/Mistral files, T5): Metaspace
     splitting before each "▁", prepended to the first piece only; NFKC; Digits."""
     tok = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
@@ -129,7 +132,8 @@ def build_metaspace(text):
         pre_tokenizers.Digits(individual_digits=True)])
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="first", split=True)
     tok.train_from_iterator([text[:TRAIN_BYTES // 2]], _bpe_trainer(["<unk>", "<s>", "</s>"]))
-    tok.add_tokens(FLAGGED_TOKENS)
+    if flagged:
+        tok.add_tokens(FLAGGED_TOKENS)
     return tok
 
 

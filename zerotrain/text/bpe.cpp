@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <queue>
 
 namespace zerotrain::text {
 namespace {
@@ -65,6 +64,13 @@ Bpe::Bpe(const JsonField& model) {
     if (const auto it = vocab_.find(std::string_view(name)); it != vocab_.end()) byte_ids_[b] = it->second;
   }
 
+  char_ids_.reserve(1024);
+  for (const auto& [token, id] : vocab_) {
+    size_t at = 0;
+    const char32_t c = token.empty() ? 0 : next_code_point(token, at);
+    if (!token.empty() && at == token.size()) char_ids_.insert(c, id);
+  }
+
   const JsonField merges = model["merges"];
   merges.array();
   merges_.reserve(merges.size());
@@ -81,8 +87,7 @@ Bpe::Bpe(const JsonField& model) {
     const auto merged_it = vocab_.find(merged);
     if (merged_it == vocab_.end()) entry.fail("the merged token \"" + merged + "\" is not in model.vocab");
     // A pair listed twice keeps its first (lowest) rank.
-    merges_.emplace(pair_key(left_it->second, right_it->second),
-                    Merge{static_cast<int32_t>(rank), merged_it->second});
+    merges_.insert(pair_key(left_it->second, right_it->second), Merge{static_cast<int32_t>(rank), merged_it->second});
   }
   cache_.reserve(kCacheWords);
 }
@@ -124,31 +129,33 @@ void Bpe::tokenize(std::string_view word, std::vector<int32_t>& out) const {
 }
 
 // The initial symbols: one per character (its token, or its bytes' <0xNN> tokens, or the
-// unknown token), each with the byte length it covers, as tokenizers' merge_word builds them.
-void Bpe::add_symbols(std::string_view word, std::vector<int32_t>& ids, std::vector<int32_t>& byte_lengths) const {
-  std::optional<std::pair<int32_t, int32_t>> pending_unk;   // (id, byte length)
+// unknown token), as tokenizers' merge_word builds them.
+void Bpe::add_symbols(std::string_view word, std::vector<int32_t>& ids) const {
+  bool unk_pending = false;
   std::string affixed;
   for (size_t at = 0; at < word.size();) {
     const size_t begin = at;
     at = std::min(word.size(), at + utf8_length(static_cast<unsigned char>(word[at])));
     std::string_view symbol = word.substr(begin, at - begin);
-    const auto byte_length = static_cast<int32_t>(symbol.size());
-    const bool affix = (begin > 0 && !continuing_subword_prefix_.empty()) ||
-                       (at == word.size() && !end_of_word_suffix_.empty());
-    if (affix) {
-      affixed.assign(begin > 0 ? continuing_subword_prefix_ : std::string());
+    const bool prefix = begin > 0 && !continuing_subword_prefix_.empty();
+    const bool suffix = at == word.size() && !end_of_word_suffix_.empty();
+    std::optional<int32_t> id;
+    if (prefix || suffix) {
+      affixed.assign(prefix ? continuing_subword_prefix_ : std::string());
       affixed.append(symbol);
-      if (at == word.size()) affixed.append(end_of_word_suffix_);
+      if (suffix) affixed.append(end_of_word_suffix_);
       symbol = affixed;
+      if (const auto it = vocab_.find(symbol); it != vocab_.end()) id = it->second;
+    } else {
+      size_t after = 0;
+      if (const int32_t* found = char_ids_.find(next_code_point(symbol, after))) id = *found;
     }
-    if (const auto it = vocab_.find(symbol); it != vocab_.end()) {
-      if (pending_unk) {
-        ids.push_back(pending_unk->first);
-        byte_lengths.push_back(pending_unk->second);
-        pending_unk.reset();
+    if (id) {
+      if (unk_pending) {
+        ids.push_back(*unk_id_);
+        unk_pending = false;
       }
-      ids.push_back(it->second);
-      byte_lengths.push_back(byte_length);
+      ids.push_back(*id);
       continue;
     }
     if (byte_fallback_) {
@@ -156,75 +163,75 @@ void Bpe::add_symbols(std::string_view word, std::vector<int32_t>& ids, std::vec
       for (const char b : symbol) all_bytes = all_bytes && byte_ids_[static_cast<unsigned char>(b)] >= 0;
       if (all_bytes) {
         // As tokenizers: the byte tokens go in without flushing a pending unknown token first.
-        for (const char b : symbol) {
-          ids.push_back(byte_ids_[static_cast<unsigned char>(b)]);
-          byte_lengths.push_back(1);
-        }
+        for (const char b : symbol) ids.push_back(byte_ids_[static_cast<unsigned char>(b)]);
         continue;
       }
     }
     if (!unk_id_) continue;   // no unknown token: tokenizers drops the character
-    if (pending_unk && fuse_unk_) {
-      pending_unk->second += byte_length;
-    } else {
-      if (pending_unk) {
-        ids.push_back(pending_unk->first);
-        byte_lengths.push_back(pending_unk->second);
-      }
-      pending_unk = std::make_pair(*unk_id_, byte_length);
-    }
+    if (unk_pending && !fuse_unk_) ids.push_back(*unk_id_);
+    unk_pending = true;
   }
-  if (pending_unk) {
-    ids.push_back(pending_unk->first);
-    byte_lengths.push_back(pending_unk->second);
-  }
+  if (unk_pending) ids.push_back(*unk_id_);
 }
 
 void Bpe::merge_word(std::string_view word, std::vector<int32_t>& out) const {
-  std::vector<int32_t> ids, byte_lengths;
-  ids.reserve(word.size());
-  byte_lengths.reserve(word.size());
-  add_symbols(word, ids, byte_lengths);
+  // Scratch reused across calls: a word's merge allocates nothing once these have grown.
+  struct Candidate {
+    int32_t rank;
+    int32_t pos;
+    int32_t merged_id;
+    // The lowest rank first and, among equal ranks, the leftmost: tokenizers' order.
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  struct Scratch {
+    std::vector<int32_t> ids, prev, next;
+    std::vector<char> alive;
+    std::vector<Candidate> queue;
+  };
+  thread_local Scratch scratch;
+  std::vector<int32_t>& ids = scratch.ids;
+  ids.clear();
+  add_symbols(word, ids);
   const auto n = static_cast<int32_t>(ids.size());
   if (n <= 1) {
     out.insert(out.end(), ids.begin(), ids.end());
     return;
   }
   // A doubly linked list over the symbols; a merged-away symbol is marked dead.
-  std::vector<int32_t> prev(static_cast<size_t>(n)), next(static_cast<size_t>(n));
-  std::vector<bool> alive(static_cast<size_t>(n), true);
+  std::vector<int32_t>& prev = scratch.prev;
+  std::vector<int32_t>& next = scratch.next;
+  std::vector<char>& alive = scratch.alive;
+  prev.resize(static_cast<size_t>(n));
+  next.resize(static_cast<size_t>(n));
+  alive.assign(static_cast<size_t>(n), 1);
   for (int32_t i = 0; i < n; ++i) {
     prev[i] = i - 1;
     next[i] = i + 1 < n ? i + 1 : -1;
   }
-  // The lowest rank first and, among equal ranks, the leftmost: tokenizers' order.
-  struct Candidate {
-    int32_t rank;
-    int32_t pos;
-    int32_t merged_id;
-    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
-  };
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+  std::vector<Candidate>& queue = scratch.queue;   // a min-heap
+  queue.clear();
   const auto push_pair = [&](int32_t left) {
     const int32_t right = next[left];
     if (right < 0) return;
-    const auto it = merges_.find(pair_key(ids[left], ids[right]));
-    if (it != merges_.end()) queue.push({it->second.rank, left, it->second.merged_id});
+    if (const Merge* merge = merges_.find(pair_key(ids[left], ids[right]))) {
+      queue.push_back({merge->rank, left, merge->merged_id});
+      std::push_heap(queue.begin(), queue.end(), std::greater<>());
+    }
   };
   for (int32_t i = 0; i + 1 < n; ++i) push_pair(i);
   while (!queue.empty()) {
-    const Candidate top = queue.top();
-    queue.pop();
+    std::pop_heap(queue.begin(), queue.end(), std::greater<>());
+    const Candidate top = queue.back();
+    queue.pop_back();
     const int32_t left = top.pos;
     if (!alive[left]) continue;
     const int32_t right = next[left];
     if (right < 0) continue;
-    // Stale when either symbol has changed since the pair was queued.
-    const auto it = merges_.find(pair_key(ids[left], ids[right]));
-    if (it == merges_.end() || it->second.merged_id != top.merged_id) continue;
+    // Stale unless the pair there now still merges into the same token (tokenizers' test).
+    const Merge* merge = merges_.find(pair_key(ids[left], ids[right]));
+    if (merge == nullptr || merge->merged_id != top.merged_id) continue;
     ids[left] = top.merged_id;
-    byte_lengths[left] += byte_lengths[right];
-    alive[right] = false;
+    alive[right] = 0;
     next[left] = next[right];
     if (next[right] >= 0) prev[next[right]] = left;
     if (prev[left] >= 0) push_pair(prev[left]);

@@ -2,6 +2,7 @@
 // character the vocabulary lacks (byte fallback to <0xNN> tokens, or the unknown token).
 #pragma once
 
+#include "zerotrain/text/flat_table.h"
 #include "zerotrain/text/json_field.h"
 
 #include <cstdint>
@@ -43,14 +44,15 @@ class Bpe {
     int32_t merged_id;
   };
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
-  void add_symbols(std::string_view word, std::vector<int32_t>& ids, std::vector<int32_t>& byte_lengths) const;
+  void add_symbols(std::string_view word, std::vector<int32_t>& ids) const;
   static uint64_t pair_key(int32_t left, int32_t right) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
   }
 
   TokenIds vocab_;
   std::vector<std::string> tokens_;   // by id; "" where the vocabulary skips an id
-  std::unordered_map<uint64_t, Merge> merges_;
+  FlatTable<Merge> merges_;            // by pair_key(left id, right id)
+  FlatTable<int32_t> char_ids_;        // the id of each one-character token, by code point
   std::optional<int32_t> unk_id_;
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;
