@@ -160,9 +160,8 @@ std::unique_ptr<Tokenizer::Impl> build(std::string_view json_text, const std::st
   // tokenizers reads a model without "type" by its fields; a BPE is the one with merges.
   const std::string type = model.has("type") || !model.has("merges") ? model["type"].string() : "BPE";
   if (type != "BPE") {
-    (model.has("type") ? model["type"] : model)
-        .fail("model type \"" + type + "\" is not supported: zerotrain reads BPE tokenizers (GPT-2, Llama, Qwen, "
-              "Mistral); use the tokenizer with the Python tokenizers package instead");
+    model["type"].fail("model type \"" + type + "\" is not supported: zerotrain reads BPE tokenizers (GPT-2, Llama, "
+                       "Qwen, Mistral); use the tokenizer with the Python tokenizers package instead");
   }
   impl->model = std::make_unique<Bpe>(model);
   static const Json null_json;
