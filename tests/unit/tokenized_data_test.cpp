@@ -409,7 +409,9 @@ TEST_F(Tokenized, TextFileIsOneDocumentSplitByTokens) {
 
 fs::path only_cache_file(const fs::path& source) {
   std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(source.string() + kCacheFolderSuffix)) files.push_back(entry.path());
+  for (const auto& entry : fs::directory_iterator(source.string() + kCacheFolderSuffix)) {
+    if (entry.path().extension() != ".lock") files.push_back(entry.path());   // the builders' turn-taking
+  }
   EXPECT_EQ(files.size(), 1u);
   return files.empty() ? fs::path() : files.front();
 }
@@ -549,6 +551,11 @@ TEST_F(Tokenized, RanksBuildingTheSameCacheAtOnceAllSucceed) {
     EXPECT_TRUE(at::equal(result->get({0, 1, 2}).inputs, results[0]->get({0, 1, 2}).inputs));
   }
   only_cache_file(path);   // one entry, no temporary file left behind
+  // They took turns: one tokenised the 40 documents, the other five read what it wrote.
+  EXPECT_EQ(toy_.calls->load(), 40);
+  int built = 0;
+  for (const auto& result : results) built += result->cache_use() == CacheUse::kWritten ? 1 : 0;
+  EXPECT_EQ(built, 1);
   EXPECT_EQ(open_tokenized_jsonl(path, Split::kTrain, 4, encoder)->cache_use(), CacheUse::kRead);
 }
 

@@ -1,6 +1,7 @@
 #include "zerotrain/data/tokenized/cache.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -258,6 +259,36 @@ const char* cache_use_name(CacheUse use) {
   return "?";
 }
 
+namespace {
+
+// Held while a process looks for the cache and, missing it, tokenises and writes it: the ranks
+// of a host that open the same corpus together take turns, so one tokenises and the others
+// read what it wrote, instead of all tokenising the same text at once. Where the lock file
+// cannot be made (a folder that cannot be written), nothing is held: each process tokenises
+// on its own, as it would anyway without a cache.
+class BuildLock {
+ public:
+  explicit BuildLock(const fs::path& cache) {
+    std::error_code ec;
+    fs::create_directories(cache.parent_path(), ec);
+    fd_ = ::open((cache.string() + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~BuildLock() {
+    if (fd_ >= 0) ::close(fd_);   // closing releases the lock
+  }
+  BuildLock(const BuildLock&) = delete;
+  BuildLock& operator=(const BuildLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
 CachedStream cached_stream(const fs::path& source, std::string_view mode, const TextEncoder& encoder, bool enabled,
                            const std::function<TokenStream()>& build) {
   CachedStream out;
@@ -267,6 +298,7 @@ CachedStream cached_stream(const fs::path& source, std::string_view mode, const 
   }
   const uint64_t key = cache_key(source, mode, encoder);
   const fs::path file = cache_file(source, key);
+  const BuildLock lock(file);
   std::string problem;
   if (std::optional<TokenStream> cached = read_cache(file, key, encoder.vocab_size, problem)) {
     ZT_LOG_DEBUG("tokens of ", source.string(), " read from the cache ", file.string());
