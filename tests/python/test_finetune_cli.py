@@ -125,7 +125,8 @@ def train(folder, data, out, stage, extra=()):
            "--model", f"hf:{folder}", "--model_config", f"block_size={BLOCK}", "--dataset", f"jsonl:{data}",
            "--zero_stage", str(stage), "--max_steps", str(STEPS), "--per_device_train_batch_size", str(MICRO),
            "--learning_rate", str(LR), "--lr_scheduler_type", "constant", "--weight_decay", "0",
-           "--logging_steps", "1", "--save_strategy", "no", "--output_dir", str(out), "--seed", "42",
+           "--logging_steps", "1", "--output_dir", str(out), "--seed", "42",
+           *([] if "--save_strategy" in extra else ["--save_strategy", "no"]),
            "--metrics_file", str(metrics), "--disable_tqdm", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
@@ -177,3 +178,15 @@ def test_a_folder_that_is_not_a_model_is_named(tmp_path):
                            "--max_steps", "1"], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "model_type" in proc.stderr and "bert" in proc.stderr, proc.stderr
+
+
+def test_a_resumed_run_continues_mid_epoch_with_the_same_numbers(tmp_path, kjv, tokenizer):
+    """Checkpoints of an HF model on tokenised data resume mid-epoch, at another stage too:
+    steps 6-10 after resuming from step 5 are those of the run that went on."""
+    folder = make_folder(str(tmp_path / "llama"), "llama", tokenizer)
+    data = write_jsonl(str(tmp_path / "data.jsonl"), kjv)
+    whole, _ = train(folder, data, tmp_path / "whole", stage=3, extra=["--save_strategy", "steps", "--save_steps", "5"])
+    resumed, _ = train(folder, data, tmp_path / "resumed", stage=2,
+                       extra=["--resume_from_checkpoint", str(tmp_path / "whole" / "checkpoint-5")])
+    assert len(resumed) == 5
+    assert resumed == pytest.approx(whole[5:], rel=1e-6)
