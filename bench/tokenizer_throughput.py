@@ -1,7 +1,8 @@
 """Tokenizer throughput: zerotrain's tokenizer.json encode (bench/tokenizer_throughput.cpp)
 against the tokenizers package's, on one core, on the King James Bible line by line, with the
-same tokenizer file: GPT-2-, Llama-3- and Llama-2-style tokenizers trained here. Rounds alternate between the two; each round loads the tokenizer afresh
-(an empty word cache) and times the encode only. Prints a Markdown table of the medians.
+same tokenizer file: GPT-2-, Llama-3- and Llama-2-style tokenizers trained here. Rounds
+alternate between the two; each round loads the tokenizer afresh (an empty word cache) and
+times the encode only. Prints a Markdown table of the medians.
 
     python bench/tokenizer_throughput.py --build build [--rounds 3] [--vocab 16000]
 

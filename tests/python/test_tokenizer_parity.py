@@ -40,13 +40,17 @@ def adversarial_texts():
     texts = [
         "", " ", "a", "  leading and trailing  ", "e\u0301 vs \u00e9, A\u030a vs \u00c5, \u1e9b\u0323",   # NFC
         "\U0001F469\u200d\U0001F469\u200d\U0001F467\u200d\U0001F466 family, \U0001F44D\U0001F3FD thumbs",
-        "\U0001F1EB\U0001F1F7\U0001F1E9\U0001F1EA flags", "\u4e2d\u6587\u5b57\u7b26\u6d4b\u8bd5 \u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8",
-        "\u05e9\u05dc\u05d5\u05dd \u0645\u0631\u062d\u0628\u0627 RTL \u202eevil\u202c", "nb\u00a0sp zero\u200bwidth \ufeffbom",
+        "\U0001F1EB\U0001F1F7\U0001F1E9\U0001F1EA flags",
+        "\u4e2d\u6587\u5b57\u7b26\u6d4b\u8bd5 "
+        "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8",
+        "\u05e9\u05dc\u05d5\u05dd \u0645\u0631\u062d\u0628\u0627 RTL \u202eevil\u202c",
+        "nb\u00a0sp zero\u200bwidth \ufeffbom",
         "line\r\nline\rline\n\n\r\n end\n", "\ttabs\t\tand\t mixed \t\n", "x\u0085next-line \u2028ls \u2029ps \u3000ideo",
         "1 22 333 4444 55555 123456789012 \u0661\u0662\u0663 \u00bd \u2163", "it's THEY'LL we'VE I'M you'd 'S 'll",
         "\u017fs LONG-S 's\u017f", "a\u24b6b a\u0345b a\u203fb a\u00aab \u00b9\u00b2\u00b3 \u216b \u0663x a\u200db",
         "<|endoftext|> inside <|endoftext|><|endoftext|> text", "<s> </s> <unk> <0x41>",
-        "<|begin_of_text|>Hello<|end_of_text|>", "\u2581already\u2581metaspace \u2581", "ümlaut Straße İstanbul ǅ ΣΑΣ ΌΣΟΣ Ω ẞ",
+        "<|begin_of_text|>Hello<|end_of_text|>", "\u2581already\u2581metaspace \u2581",
+        "ümlaut Straße İstanbul ǅ ΣΑΣ ΌΣΟΣ Ω ẞ",
         "\u00ad soft hyphen, \u0000 nul, \x7f del, \x01\x02 controls", "a" * 500, "ab" * 300, "🙂" * 50,
         "mixed 中文and English混合123数字", "punctuation!!! ??? ... --- ___ *** ///", "emoji🙂word🙂 🙂",
         "ﬁ ligature ① circled ｆｕｌｌｗｉｄｔｈ ㌀", "Zalgo: Z\u0351\u0357\u035b\u0312a\u0310\u036ag\u0304o",

@@ -20,7 +20,9 @@ namespace {
 
 std::string from_hex(const std::string& hex) {
   std::string bytes;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
   return bytes;
 }
 
@@ -42,7 +44,8 @@ int main(int argc, char** argv) {
     nlohmann::json ids = nlohmann::json::array(), ids_special = nlohmann::json::array(),
                    decoded = nlohmann::json::array();
     for (const auto& entry : texts) {
-      const std::string text = entry.is_string() ? entry.get<std::string>() : from_hex(entry.at("hex").get<std::string>());
+      const std::string text =
+          entry.is_string() ? entry.get<std::string>() : from_hex(entry.at("hex").get<std::string>());
       const std::vector<int32_t> plain = tokenizer.encode(text, false);
       ids.push_back(plain);
       ids_special.push_back(tokenizer.encode(text, true));

@@ -124,7 +124,9 @@ void Bpe::tokenize(std::string_view word, std::vector<int32_t>& out) const {
   }
   if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mutex_);
-    if (cache_.size() < kCacheWords) cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + first, out.end()));
+    if (cache_.size() < kCacheWords) {
+      cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + first, out.end()));
+    }
   }
 }
 

@@ -187,7 +187,9 @@ std::unique_ptr<Decoder> make_decoder(const JsonField& field) {
     return std::make_unique<SequenceDecoder>(std::move(steps));
   }
   if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();
-  if (type == "Replace") return std::make_unique<ReplaceDecoder>(make_pattern(field["pattern"]), field["content"].string());
+  if (type == "Replace") {
+    return std::make_unique<ReplaceDecoder>(make_pattern(field["pattern"]), field["content"].string());
+  }
   if (type == "ByteFallback") return std::make_unique<ByteFallbackDecoder>();
   if (type == "Fuse") return std::make_unique<FuseDecoder>();
   if (type == "Strip") {

@@ -61,7 +61,9 @@ class IcuNormalizer final : public Normalizer {
     std::string out;
     icu::StringByteSink<std::string> sink(&out, static_cast<int32_t>(text.size()));
     form_->normalizeUTF8(0, icu::StringPiece(text.data(), static_cast<int32_t>(text.size())), sink, nullptr, status);
-    if (U_FAILURE(status)) throw std::runtime_error(std::string("Unicode normalization failed: ") + u_errorName(status));
+    if (U_FAILURE(status)) {
+      throw std::runtime_error(std::string("Unicode normalization failed: ") + u_errorName(status));
+    }
     text = std::move(out);
   }
 
@@ -181,14 +183,19 @@ std::unique_ptr<Normalizer> make_normalizer(const JsonField& field) {
     return std::make_unique<SequenceNormalizer>(std::move(steps));
   }
   if (type == "Prepend") return std::make_unique<PrependNormalizer>(field["prepend"].string());
-  if (type == "Replace") return std::make_unique<ReplaceNormalizer>(make_pattern(field["pattern"]), field["content"].string());
+  if (type == "Replace") {
+    return std::make_unique<ReplaceNormalizer>(make_pattern(field["pattern"]), field["content"].string());
+  }
   if (type == "NFC" || type == "NFKC" || type == "NFD" || type == "NFKD") {
     return std::make_unique<IcuNormalizer>(icu_form(field, type));
   }
   if (type == "Lowercase") return std::make_unique<LowercaseNormalizer>();
-  if (type == "Strip") return std::make_unique<StripNormalizer>(field["strip_left"].boolean(), field["strip_right"].boolean());
+  if (type == "Strip") {
+    return std::make_unique<StripNormalizer>(field["strip_left"].boolean(), field["strip_right"].boolean());
+  }
   field["type"].fail("normalizer type \"" + type +
-                     "\" is not supported (supported: Sequence, Prepend, Replace, NFC, NFKC, NFD, NFKD, Lowercase, Strip); "
+                     "\" is not supported (supported: Sequence, Prepend, Replace, NFC, NFKC, NFD, NFKD, Lowercase, "
+                     "Strip); "
                      "use the tokenizer with the Python tokenizers package instead");
 }
 

@@ -156,7 +156,8 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const JsonField& field) {
   }
   if (type == "Split") {
     const bool invert = field.has("invert") && field["invert"].boolean();
-    return std::make_unique<SplitPreTokenizer>(make_pattern(field["pattern"]), read_behavior(field["behavior"]), invert);
+    return std::make_unique<SplitPreTokenizer>(make_pattern(field["pattern"]), read_behavior(field["behavior"]),
+                                               invert);
   }
   if (type == "Metaspace") return make_metaspace(field);
   if (type == "Digits") {
