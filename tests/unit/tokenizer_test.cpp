@@ -116,6 +116,25 @@ TEST(Tokenizer, PreTokenizerNormalizerAndTemplate) {
   EXPECT_EQ(tok.encode("xb c", /*add_special_tokens=*/true), ids({9, 3, 2}));
 }
 
+TEST(Tokenizer, DecodersOfLlama2) {
+  // <0xC3><0xA9> is "é"; a lone <0xC3> is invalid UTF-8: one U+FFFD per byte, as tokenizers.
+  const std::string json = tiny("", R"(, "decoder": {"type": "Sequence", "decoders": [
+      {"type": "Replace", "pattern": {"String": "c"}, "content": " "}, {"type": "ByteFallback"},
+      {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]})",
+                                R"(, "<0xC3>": 6, "<0xA9>": 7)");
+  const Tokenizer tok = Tokenizer::from_json(json, "llama2-decoders");
+  EXPECT_EQ(tok.decode({2, 0, 6, 7, 2, 1}), "a\xC3\xA9 b");       // the leading " " stripped once
+  EXPECT_EQ(tok.decode({0, 6, 1}), "a\xEF\xBF\xBD" "b");
+}
+
+TEST(Tokenizer, WhitespaceMeansWhatOnigurumaMeans) {
+  // U+0085 (NEXT LINE) is \s to Oniguruma, which tokenizers' Split regexes run on.
+  const std::string json = tiny("", R"(, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\s+"},
+      "behavior": "Removed", "invert": false})",
+                                R"(, "\u0085": 8)");
+  EXPECT_EQ(Tokenizer::from_json(json, "nel").encode("ab\xC2\x85" "c"), ids({3, 2}));
+}
+
 TEST(TokenizerErrors, EachNamesTheFileAndField) {
   {
     const std::string e = error_of("{not json");
