@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "zerotrain/core/error.h"
 #include "zerotrain/models/hf/hf_config.h"
@@ -49,6 +51,21 @@ std::string with(std::string text, const std::string& from, const std::string& t
   const auto at = text.find(from);
   EXPECT_NE(at, std::string::npos) << from;
   return text.replace(at, from.size(), to);
+}
+
+// The C++ models apply no dropout: what the config asks for above 0 is collected, for the
+// warning, with GPT-2's defaults (0.1) where a field is absent.
+TEST(HfConfig, DropoutTheModelsDoNotApplyIsListed) {
+  using Listed = std::vector<std::pair<std::string, double>>;
+  EXPECT_EQ(parse(kGpt2).unapplied_dropout,
+            (Listed{{"resid_pdrop", 0.1}, {"embd_pdrop", 0.1}, {"attn_pdrop", 0.1}}));
+  EXPECT_EQ(parse(with(kGpt2, R"("resid_pdrop": 0.1)", R"("resid_pdrop": 0, "embd_pdrop": 0.0, "attn_pdrop": 0)"))
+                .unapplied_dropout,
+            Listed{});
+  EXPECT_EQ(parse(kLlama).unapplied_dropout, Listed{});
+  EXPECT_EQ(parse(with(kLlama, R"("attention_bias": false)", R"("attention_bias": false, "attention_dropout": 0.2)"))
+                .unapplied_dropout,
+            (Listed{{"attention_dropout", 0.2}}));
 }
 
 TEST(HfConfig, Gpt2AsTransformersWritesIt) {

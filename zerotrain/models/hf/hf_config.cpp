@@ -109,6 +109,9 @@ void read_gpt2(const Fields& f, HfModelConfig& c) {
     f.fail("n_head", detail::str(c.num_heads, " does not divide n_embd ", c.hidden_size));
   }
   c.head_dim = c.hidden_size / c.num_heads;
+  for (const char* field : {"resid_pdrop", "embd_pdrop", "attn_pdrop"}) {
+    if (const double p = f.number(field, 0.1); p > 0) c.unapplied_dropout.emplace_back(field, p);
+  }
 }
 
 // rope_scaling, or transformers 5's rope_parameters (which also holds rope_theta).
@@ -138,6 +141,7 @@ RopeScaling read_rope_scaling(const Fields& block) {
 
 void read_llama_family(const Fields& f, HfModelConfig& c) {
   c.family = Family::kLlama;
+  if (const double p = f.number("attention_dropout", 0); p > 0) c.unapplied_dropout.emplace_back("attention_dropout", p);
   c.vocab_size = f.integer("vocab_size", std::nullopt);
   c.hidden_size = f.integer("hidden_size", std::nullopt);
   c.num_layers = f.integer("num_hidden_layers", std::nullopt);

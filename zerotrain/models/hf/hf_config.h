@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "zerotrain/config/json_text.h"
 
@@ -49,6 +51,10 @@ struct HfModelConfig {
   RopeScaling rope_scaling;
   std::optional<int64_t> sliding_window;   // Mistral: attention reaches this many tokens back
   std::optional<int64_t> bos_token_id, eos_token_id;
+  // The dropout probabilities the config sets above 0 (GPT-2's resid_pdrop, embd_pdrop and
+  // attn_pdrop are 0.1 unless set): the C++ models compute as transformers does in eval mode
+  // and apply none, so a run built from such a folder says so (docs/finetune.md).
+  std::vector<std::pair<std::string, double>> unapplied_dropout;
 };
 
 // Reads DIR/config.json. Throws ConfigError naming the file and the field: a model_type

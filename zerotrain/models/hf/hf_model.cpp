@@ -6,7 +6,9 @@
 #include <map>
 #include <sstream>
 
+#include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"
+#include "zerotrain/core/logging.h"
 #include "zerotrain/core/input_file.h"
 #include "zerotrain/core/strings.h"
 #include "zerotrain/models/hf/hf_config.h"
@@ -124,6 +126,13 @@ std::unique_ptr<Model> make_hf_model(const std::string& dir, const std::string& 
   const HfModelConfig c = read_hf_config(dir);
   const int64_t block = block_size_of(dir, config, c);
   check_data(dir, c, data);
+  if (!c.unapplied_dropout.empty() && env::get_int("RANK").value_or(0) == 0) {
+    std::vector<std::string> fields;
+    for (const auto& [field, p] : c.unapplied_dropout) fields.push_back(detail::str(field, " ", p));
+    ZT_LOG_WARN("hf:", dir, ": config.json asks for dropout (", strings::join_words(fields, " and "),
+                ") that zerotrain's models do not apply: they train as transformers computes in eval mode "
+                "(docs/finetune.md); set those fields to 0.0 to silence this");
+  }
   return std::make_unique<HfModel>(dir, c, block);
 }
 
