@@ -77,19 +77,18 @@ def error_of(proc):
     return (lines[-1] if lines else (proc.stderr or proc.stdout)[-300:]).strip()[:300]
 
 
-def run(impl, stage, args, tmp, tokenizer_dir, label):
-    """One training run of `impl` (and DeepSpeed's consolidation); its figures, or {"error"}."""
-    base = os.path.join(tmp, label)
-    os.makedirs(base)
+def run_worker(impl, stage, args, base, tokenizer_dir, final_dir, extra=()):
+    """One run of bench/hf_trainer_worker.py on WORLD ranks under `impl`'s launcher, in `base`:
+    each rank's result, or {"error"}. The final step is each framework's route to a folder:
+    save_model for zerotrain (gathering the weights), the ZeRO checkpoint for DeepSpeed."""
     config = os.path.join(base, "ds_config.json")
     with open(config, "w") as f:   # zerotrain's route to the folder gathers the weights on save
         json.dump(ds_config(stage, gather_on_save=impl == "zerotrain"), f, indent=1)
-    final_dir = os.path.join(base, "final")
     worker = [WORKER, "--impl", impl, "--ds-config", config, "--tokenizer-dir", tokenizer_dir,
               "--model-size", args.model_size, "--steps", str(args.steps), "--warmup", str(args.warmup),
               "--micro", str(args.micro), "--seq", str(args.seq),
               "--final", "zero_checkpoint" if impl == "deepspeed" else "save_model", "--final-dir", final_dir,
-              "--work-dir", os.path.join(base, "work"), "--out", os.path.join(base, "result")]
+              "--work-dir", os.path.join(base, "work"), "--out", os.path.join(base, "result"), *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
     if impl == "deepspeed":
         env["DS_ACCELERATOR"] = "cpu"
@@ -103,7 +102,18 @@ def run(impl, stage, args, tmp, tokenizer_dir, label):
         f.write(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         return {"error": error_of(proc)}
-    ranks = [json.load(open(os.path.join(base, f"result.rank{r}.json"))) for r in range(WORLD)]
+    return [json.load(open(os.path.join(base, f"result.rank{r}.json"))) for r in range(WORLD)]
+
+
+def run(impl, stage, args, tmp, tokenizer_dir, label):
+    """One training run of `impl` (and DeepSpeed's consolidation); its figures, or {"error"}."""
+    base = os.path.join(tmp, label)
+    os.makedirs(base)
+    final_dir = os.path.join(base, "final")
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    ranks = run_worker(impl, stage, args, base, tokenizer_dir, final_dir)
+    if isinstance(ranks, dict):
+        return ranks
     result = {
         "samples_per_s": statistics.mean(r["samples_per_s"] for r in ranks),
         "first_step_s": max(r["first_step_s"] for r in ranks),

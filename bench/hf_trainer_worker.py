@@ -46,6 +46,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=2, help="optimizer steps left out of samples/s")
     ap.add_argument("--micro", type=int, default=2, help="per-device batch")
     ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--bf16", action="store_true", help="TrainingArguments(bf16=True)")
     ap.add_argument("--final", choices=["save_model", "zero_checkpoint"], required=True)
     ap.add_argument("--final-dir", required=True)
     ap.add_argument("--work-dir", required=True, help="the Trainer's output_dir")
@@ -85,7 +86,7 @@ def main():
         per_device_train_batch_size=args.micro, gradient_accumulation_steps=1,
         learning_rate=3e-4, weight_decay=0.01, warmup_steps=2, max_grad_norm=1.0,
         ddp_backend="gloo", use_cpu=True, dataloader_num_workers=0, seed=0,
-        save_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True)
+        save_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True, bf16=args.bf16)
     torch.manual_seed(0)
     config = GPT2Config(**MODELS[args.model_size], vocab_size=len(tokenizer), n_positions=args.seq,
                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
