@@ -122,12 +122,7 @@ TORCH_MODULE(Transformer);
 struct Gpt2LmHead final : HfCausalLm {
   Gpt2LmHead(ParamMaker& make, const HfModelConfig& c) {
     transformer = register_module("transformer", Transformer(make, c));
-    if (c.tie_word_embeddings) {
-      tied_head = register_module("lm_head", zerotrain::Sharded<TiedHead>(TiedHead(transformer->token_weight)));
-    } else {
-      head = register_module("lm_head", zerotrain::Sharded<Linear>(Linear(make, "lm_head", c.hidden_size,
-                                                                        c.vocab_size, false)));
-    }
+    lm_head = LmHead(*this, make, c, transformer->token_weight);
   }
   at::Tensor forward(const at::Tensor& ids) override {
     auto positions = at::arange(ids.size(1), ids.options().dtype(at::kLong));
@@ -136,11 +131,10 @@ struct Gpt2LmHead final : HfCausalLm {
       x = checkpointer ? (*checkpointer)([block](const at::Tensor& in) mutable { return block(in); }, x) : block(x);
     }
     x = transformer->ln_f(x);
-    return tied_head ? tied_head(x) : head(x);
+    return lm_head(x);
   }
   Transformer transformer{nullptr};
-  zerotrain::Sharded<TiedHead> tied_head{nullptr};
-  zerotrain::Sharded<Linear> head{nullptr};
+  LmHead lm_head;
 };
 
 }  // namespace

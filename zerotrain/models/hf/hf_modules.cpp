@@ -32,6 +32,17 @@ TiedHeadImpl::TiedHeadImpl(at::Tensor embedding) { weight = register_parameter("
 
 at::Tensor TiedHeadImpl::forward(const at::Tensor& x) { return at::linear(x, weight); }
 
+LmHead::LmHead(torch::nn::Module& lm, ParamMaker& make, const HfModelConfig& c, const at::Tensor& token_weight) {
+  if (c.tie_word_embeddings) {
+    tied_ = lm.register_module("lm_head", zerotrain::Sharded<TiedHead>(TiedHead(token_weight)));
+  } else {
+    own_ = lm.register_module("lm_head",
+                              zerotrain::Sharded<Linear>(Linear(make, "lm_head", c.hidden_size, c.vocab_size, false)));
+  }
+}
+
+at::Tensor LmHead::operator()(const at::Tensor& x) { return tied_ ? tied_(x) : own_(x); }
+
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
   at::Tensor key = k, value = v;
   const int64_t groups = q.size(1) / k.size(1);

@@ -21,6 +21,7 @@
 
 #include "zerotrain/activation/checkpoint.h"
 #include "zerotrain/models/hf/hf_config.h"
+#include "zerotrain/stages/stage3/sharded.h"
 
 namespace zerotrain::models::hf {
 
@@ -73,6 +74,20 @@ struct TiedHeadImpl : torch::nn::Module {
   at::Tensor weight;
 };
 TORCH_MODULE(TiedHead);
+
+// The output projection both families end with, registered on the causal LM as "lm_head",
+// its last ZeRO-3 unit: tied to the token embedding's weight (owning no parameter, and the
+// folder has no tensor for it), or a Linear of its own when the config unties it.
+class LmHead {
+ public:
+  LmHead() = default;
+  LmHead(torch::nn::Module& lm, ParamMaker& make, const HfModelConfig& config, const at::Tensor& token_weight);
+  at::Tensor operator()(const at::Tensor& x);
+
+ private:
+  zerotrain::Sharded<TiedHead> tied_{nullptr};
+  zerotrain::Sharded<Linear> own_{nullptr};
+};
 
 // Scaled dot-product attention over q [B, H, T, D], k and v [B, KV, T, D] (KV dividing H,
 // each kv head serving H / KV query heads as transformers' repeat_kv makes it). `mask`

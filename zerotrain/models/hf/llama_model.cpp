@@ -134,12 +134,7 @@ TORCH_MODULE(BaseModel);
 struct LlamaLm final : HfCausalLm {
   LlamaLm(ParamMaker& make, const HfModelConfig& c) : inv_freq(inverse_frequencies(c)), sliding_window(c.sliding_window) {
     model = register_module("model", BaseModel(make, c));
-    if (c.tie_word_embeddings) {
-      tied_head = register_module("lm_head", zerotrain::Sharded<TiedHead>(TiedHead(model->token_weight)));
-    } else {
-      head = register_module("lm_head", zerotrain::Sharded<Linear>(Linear(make, "lm_head", c.hidden_size,
-                                                                        c.vocab_size, false)));
-    }
+    lm_head = LmHead(*this, make, c, model->token_weight);
   }
   at::Tensor forward(const at::Tensor& ids) override {
     const int64_t t = ids.size(1);
@@ -163,11 +158,10 @@ struct LlamaLm final : HfCausalLm {
                        : layer(x, cos, sin, mask);
     }
     x = model->norm(x);
-    return tied_head ? tied_head(x) : head(x);
+    return lm_head(x);
   }
   BaseModel model{nullptr};
-  zerotrain::Sharded<TiedHead> tied_head{nullptr};
-  zerotrain::Sharded<Linear> head{nullptr};
+  LmHead lm_head;
   at::Tensor inv_freq;   // fp32 [head_dim / 2]; not a parameter nor a saved buffer (transformers' is not persistent)
   std::optional<int64_t> sliding_window;
 };
