@@ -119,11 +119,11 @@ def reference_losses(folder, ids, mask, seed, steps):
     return model, losses
 
 
-def train(folder, data, out, stage, extra=()):
+def train(folder, data, out, stage, extra=(), micro=MICRO):
     metrics = out.parent / f"{out.name}-metrics.jsonl"
     cmd = [zerotrain_bin(), "launch", "--nproc_per_node", str(WORLD), zerotrain_bin(), "train",
            "--model", f"hf:{folder}", "--model_config", f"block_size={BLOCK}", "--dataset", f"jsonl:{data}",
-           "--zero_stage", str(stage), "--max_steps", str(STEPS), "--per_device_train_batch_size", str(MICRO),
+           "--zero_stage", str(stage), "--max_steps", str(STEPS), "--per_device_train_batch_size", str(micro),
            "--learning_rate", str(LR), "--lr_scheduler_type", "constant", "--weight_decay", "0",
            "--logging_steps", "1", "--output_dir", str(out), "--seed", "42",
            *([] if "--save_strategy" in extra else ["--save_strategy", "no"]),
@@ -190,3 +190,17 @@ def test_a_resumed_run_continues_mid_epoch_with_the_same_numbers(tmp_path, kjv, 
                        extra=["--resume_from_checkpoint", str(tmp_path / "whole" / "checkpoint-5")])
     assert len(resumed) == 5
     assert resumed == pytest.approx(whole[5:], rel=1e-6)
+
+
+def test_a_block_of_prompt_only_trains_nothing_instead_of_nan(tmp_path, kjv, tokenizer):
+    """Prompts longer than a block leave micro-batches with no trained target: their loss is 0
+    (nothing to learn), never 0/0, whose NaN gradient would reach every rank's weights."""
+    folder = make_folder(str(tmp_path / "llama"), "llama", tokenizer)
+    words = " ".join(l.strip() for l in kjv.splitlines()[:400])
+    data = tmp_path / "long_prompts.jsonl"
+    with open(data, "w") as f:
+        for i in range(12):
+            f.write(json.dumps({"prompt": words[i * 50:i * 50 + 2000], "completion": " Amen."}) + "\n")
+    losses, _ = train(folder, str(data), tmp_path / "out", stage=3, micro=1)
+    assert all(loss == loss and abs(loss) < 1e3 for loss in losses), losses   # no NaN
+    assert 0.0 in losses, f"no micro-batch was all prompt, so the test tested nothing: {losses}"

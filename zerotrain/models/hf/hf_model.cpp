@@ -14,6 +14,7 @@
 #include "zerotrain/models/hf/hf_config.h"
 #include "zerotrain/models/hf/hf_layout.h"
 #include "zerotrain/models/hf/hf_load.h"
+#include "zerotrain/text/tokenizer.h"
 
 namespace zerotrain::models::hf {
 namespace {
@@ -63,11 +64,13 @@ Fields fields_of(const HfModelConfig& c, int64_t block) {
           {"hidden_size", c.hidden_size}, {"n_head", c.num_heads},     {"n_kv_head", c.num_kv_heads}};
 }
 
-// The folder's files a saved model carries besides its weights: its config and its
-// tokenizer's, whichever the folder has (the weights are written by the engine).
-const char* const kFolderFiles[] = {"config.json",          "generation_config.json", "tokenizer.json",
-                                    "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                                    "vocab.json",            "merges.txt"};
+// The folder's files a saved model carries besides its weights: its config, and its
+// tokenizer's (text/tokenizer.h), whichever the folder has.
+std::vector<std::string> folder_file_names() {
+  std::vector<std::string> names = {"config.json", "generation_config.json"};
+  names.insert(names.end(), std::begin(text::kTokenizerFiles), std::end(text::kTokenizerFiles));
+  return names;
+}
 
 class HfModel final : public Model {
  public:
@@ -77,19 +80,23 @@ class HfModel final : public Model {
   // it was read from.
   std::optional<HfExport> hf_export() const override {
     HfExport out;
-    for (const char* name : kFolderFiles) {
+    for (const std::string& name : folder_file_names()) {
       std::error_code ec;
       const std::filesystem::path path = std::filesystem::path(dir_) / name;
-      if (!std::filesystem::is_regular_file(path, ec)) continue;
-      out.files.emplace_back(name, files::InputFile(path, {.what = "model folder file"}).read_all());
+      if (std::filesystem::is_regular_file(path, ec)) out.files.push_back(path);
     }
     out.tensor_name = folder_name;
     return out;
   }
   std::shared_ptr<torch::nn::Module> module() override { return module_; }
-  // Targets of -100 are not trained (cross_entropy's ignore_index, transformers' convention).
+  // Targets of -100 are not trained (cross_entropy's ignore_index, transformers' convention):
+  // the mean over the trained ones. A micro-batch of prompt tokens only (a prompt longer than
+  // a block) trains nothing and has loss 0, where the plain mean would be 0/0 and its NaN
+  // gradient would reach every rank's weights.
   at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets) override {
-    return at::cross_entropy_loss(flat_logits(inputs), targets.reshape({-1}));
+    const at::Tensor flat = targets.reshape({-1});
+    const at::Tensor sum = at::cross_entropy_loss(flat_logits(inputs), flat, {}, at::Reduction::Sum);
+    return sum / flat.ne(-100).sum().clamp_min(1).to(sum.scalar_type());
   }
   EvalSums eval_sums(const at::Tensor& inputs, const at::Tensor& targets) override {
     const at::Tensor flat = targets.reshape({-1});
