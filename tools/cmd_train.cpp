@@ -15,6 +15,7 @@
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
 #include "zerotrain/models/models.h"
+#include "zerotrain/text/tokenizer.h"
 #include "zerotrain/trainer/trainer.h"
 
 namespace zerotrain::tools {
@@ -51,7 +52,7 @@ void check_local_rank(int given) {
 std::vector<std::filesystem::path> tokenizer_files(const std::string& dir) {
   std::vector<std::filesystem::path> files;
   if (dir.empty()) return files;
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+  for (const char* name : text::kTokenizerFiles) {
     std::error_code ec;
     if (std::filesystem::is_regular_file(std::filesystem::path(dir) / name, ec)) files.emplace_back(std::filesystem::path(dir) / name);
   }
@@ -80,7 +81,7 @@ int run_train(TrainOptions o) {
                   {.metrics_file = o.metrics_file,
                    .bf16_if_native = o.bf16_if_native,
                    .check_memory = !o.skip_memory_check,
-                   .hf_extra_files = tokenizer_files(o.data.tokenizer)});
+                   .hf_tokenizer_files = tokenizer_files(o.data.tokenizer)});
   trainer.train();
   return 0;
 }

@@ -24,6 +24,7 @@
 
 #include "zerotrain/checkpoint/safetensors.h"
 #include "zerotrain/config/json_text.h"
+#include "zerotrain/core/input_file.h"
 #include "zerotrain/engine/engine.h"
 #include "zerotrain/models/hf/hf_modules.h"
 #include "zerotrain/models/models.h"
@@ -158,7 +159,10 @@ int zero3(const std::string& dir, const torch::Tensor& ids, const std::string& o
     const auto hf = model->hf_export();
     zerotrain::ModelSaveOptions options;
     options.tensor_name = hf->tensor_name;
-    options.extra_files = hf->files;
+    for (const auto& path : hf->files) {
+      options.extra_files.emplace_back(path.filename().string(),
+                                       zerotrain::files::InputFile(path, {.what = "model folder file"}).read_all());
+    }
     options.gather_at_stage3 = true;
     engine.save_16bit_model(save_dir, "model.safetensors", options);
   }

@@ -6,6 +6,7 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -48,7 +49,9 @@ struct DataShape {
 // final model and --save_hf_steps): the folder's files besides the weights, and the name each
 // parameter has there.
 struct HfExport {
-  std::vector<std::pair<std::string, std::string>> files;   // plain name -> bytes: config.json, ...
+  // The folder's files to copy beside the weights (config.json, the tokenizer's): read by the
+  // rank that writes, when it writes, so that asking costs nothing.
+  std::vector<std::filesystem::path> files;
   std::function<std::string(const std::string&)> tensor_name;   // module name -> the folder's name
 };
 

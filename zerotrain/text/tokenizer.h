@@ -17,6 +17,13 @@
 
 namespace zerotrain::text {
 
+// The files a Hugging Face folder keeps its tokenizer in: tokenizer.json (what this reader
+// runs), and those transformers' other tokenizer classes read. A folder written back carries
+// them together, never a mix of two tokenizers'.
+inline constexpr const char* kTokenizerFiles[] = {"tokenizer.json",          "tokenizer_config.json",
+                                                  "special_tokens_map.json", "tokenizer.model",
+                                                  "vocab.json",              "merges.txt"};
+
 class Tokenizer {
  public:
   // DIR/tokenizer.json (and, when present, DIR/tokenizer_config.json for the EOS/BOS tokens'

@@ -4,12 +4,14 @@
 // the engine's save_16bit_model (one unit gathered at a time at stage 3, whatever
 // "stage3_gather_16bit_weights_on_model_save" says: the user asked for the folder), under the
 // folder's own tensor names; config.json and the tokenizer's files go beside them.
+#include <algorithm>
 #include <filesystem>
-#include <map>
+#include <iterator>
 
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/input_file.h"
 #include "zerotrain/core/strings.h"
+#include "zerotrain/text/tokenizer.h"
 #include "zerotrain/trainer/trainer_impl.h"
 
 namespace zerotrain {
@@ -17,17 +19,27 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The folder's files besides the weights: the model's own (config.json, its tokenizer files),
-// then the caller's, which replace the model's of the same name (a --tokenizer from
-// elsewhere). Read on rank 0 only; a file that cannot be read fails the save on every rank.
+// The folder's files besides the weights, read on the rank that writes: the model's own
+// (config.json, its tokenizer's), or, when the caller gives a tokenizer's files (a --tokenizer
+// from elsewhere), the model's config with those: never a mix of two tokenizers' files. A file
+// that cannot be read fails the save on every rank (save_16bit_model's caller_error).
 std::vector<std::pair<std::string, std::string>> folder_files(const models::HfExport& hf,
-                                                              const std::vector<fs::path>& extra) {
-  std::map<std::string, std::string> by_name(hf.files.begin(), hf.files.end());
-  for (const fs::path& path : extra) {
-    files::InputFile file(path, {.what = "tokenizer file"});
-    by_name[path.filename().string()] = file.read_all();
+                                                              const std::vector<fs::path>& tokenizer) {
+  auto is_tokenizer_file = [](const fs::path& path) {
+    return std::find(std::begin(text::kTokenizerFiles), std::end(text::kTokenizerFiles), path.filename().string()) !=
+           std::end(text::kTokenizerFiles);
+  };
+  std::vector<fs::path> paths;
+  for (const fs::path& path : hf.files) {
+    if (tokenizer.empty() || !is_tokenizer_file(path)) paths.push_back(path);
   }
-  return {by_name.begin(), by_name.end()};
+  paths.insert(paths.end(), tokenizer.begin(), tokenizer.end());
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const fs::path& path : paths) {
+    files::InputFile file(path, {.what = "model folder file"});
+    out.emplace_back(path.filename().string(), file.read_all());
+  }
+  return out;
 }
 
 }  // namespace
@@ -41,7 +53,7 @@ void Trainer::Impl::save_hf(const fs::path& dir) {
   options.gather_at_stage3 = true;
   if (is_rank0()) {
     try {
-      options.extra_files = folder_files(*hf, this->options.hf_extra_files);
+      options.extra_files = folder_files(*hf, this->options.hf_tokenizer_files);
     } catch (const Error& e) {
       options.caller_error = e.what();
     }

@@ -53,9 +53,9 @@ struct TrainerOptions {
   // unless --bf16/--fp16 or the config decide; the start-up log says which and why.
   bool bf16_if_native = false;
   bool check_memory = true;                 // refuse a job the estimator says cannot fit
-  // Files copied into every Hugging Face folder the Trainer writes, replacing the model's own
-  // of the same name (zerotrain train: the files of a --tokenizer other than the model's).
-  std::vector<std::filesystem::path> hf_extra_files;
+  // A tokenizer's files (zerotrain train's --tokenizer folder): every Hugging Face folder the
+  // Trainer writes carries these in place of the model folder's tokenizer files.
+  std::vector<std::filesystem::path> hf_tokenizer_files;
 };
 
 struct TrainOutput {
