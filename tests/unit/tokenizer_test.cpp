@@ -206,5 +206,13 @@ TEST(TokenizerErrors, MissingFileIsAnIoError) {
   const Tokenizer tok = Tokenizer::from_folder(dir);
   EXPECT_EQ(tok.eos_id(), 2);
   EXPECT_EQ(tok.bos_id(), 0);
+  // A config naming a token the tokenizer lacks says which, not "the tokenizer has no eos".
+  std::ofstream(dir / "tokenizer_config.json") << R"({"eos_token": "</s>"})";
+  try {
+    Tokenizer::from_folder(dir);
+    FAIL() << "no error";
+  } catch (const zerotrain::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("names eos_token \"</s>\""), std::string::npos) << e.what();
+  }
   std::filesystem::remove_all(dir);
 }

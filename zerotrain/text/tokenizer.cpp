@@ -19,6 +19,10 @@
 namespace zerotrain::text {
 namespace {
 
+// Part of every fingerprint, so that token caches made by an older reader are not reused once
+// the ids it gives could differ: raise it with every change to what encode() returns.
+constexpr const char* kCodeVersion = "zerotrain-tokenizer-1";
+
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(detail::str(path.string(), ": cannot be read"));
@@ -180,6 +184,14 @@ std::unique_ptr<Tokenizer::Impl> build(std::string_view json_text, const std::st
 
   const Json no_config;
   const Json& cfg = config != nullptr ? *config : no_config;
+  for (const char* key : {"eos_token", "bos_token"}) {
+    const std::optional<std::string> named = config_token_name(cfg, key);
+    if (named && !impl->token_to_id(*named)) {
+      throw ConfigError(detail::str("tokenizer_config.json names ", key, " \"", *named, "\", which ", origin,
+                                    " does not have; name a token of its vocabulary or added_tokens, or save the "
+                                    "tokenizer and its config together (tokenizer.save_pretrained)"));
+    }
+  }
   impl->eos = impl->named_token(config_token_name(cfg, "eos_token"), {"<|endoftext|>", "</s>", "<|end_of_text|>"});
   impl->bos = impl->named_token(config_token_name(cfg, "bos_token"), {"<s>", "<|begin_of_text|>"});
   return impl;
@@ -189,7 +201,7 @@ std::unique_ptr<Tokenizer::Impl> build(std::string_view json_text, const std::st
 
 Tokenizer Tokenizer::from_json(std::string_view json, const std::string& origin) {
   auto impl = build(json, origin, nullptr);
-  impl->fingerprint = hex_digest(json);
+  impl->fingerprint = hex_digest(std::string(kCodeVersion) + '\0' + std::string(json));
   return Tokenizer(std::move(impl));
 }
 
@@ -209,7 +221,7 @@ Tokenizer Tokenizer::from_folder(const std::filesystem::path& dir) {
     config = parse(config_text, config_file.string());
   }
   auto impl = build(text, file.string(), config.is_null() ? nullptr : &config);
-  impl->fingerprint = hex_digest(text + '\0' + config_text);
+  impl->fingerprint = hex_digest(std::string(kCodeVersion) + '\0' + text + '\0' + config_text);
   return Tokenizer(std::move(impl));
 }
 

@@ -11,5 +11,7 @@ namespace zerotrain::data::tokenized {
 // document with the tokenizer's bos (what models trained with one expect: Llama). ConfigError
 // when the tokenizer has no eos (documents could not be separated) or add_bos and no bos.
 TextEncoder encoder_of(const text::Tokenizer& tokenizer, bool add_bos = false);
+// A temporary tokenizer would be gone before the encoder is used.
+TextEncoder encoder_of(text::Tokenizer&& tokenizer, bool add_bos = false) = delete;
 
 }  // namespace zerotrain::data::tokenized
