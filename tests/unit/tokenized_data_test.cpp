@@ -379,6 +379,14 @@ TEST_F(Tokenized, ASplitTooShortForABlockNamesTheFileTokensAndBlockSize) {
             std::string::npos);
 }
 
+TEST_F(Tokenized, ATextFileThatIsNotUtf8IsRefusedNotReplaced) {
+  const fs::path path = write("latin1.txt", std::string("caf\xE9 au lait, ") + std::string(64, 'x'));
+  const std::string message =
+      error_of([&] { open_tokenized_text(path, Split::kTrain, 4, toy_.encoder(), no_cache()); });
+  EXPECT_NE(message.find("is not valid UTF-8; re-encode it (iconv"), std::string::npos) << message;
+  EXPECT_EQ(toy_.calls->load(), 0);
+}
+
 TEST_F(Tokenized, TextFileIsOneDocumentSplitByTokens) {
   std::string text = "\xEF\xBB\xBF";
   for (int i = 0; i < 48; ++i) text += static_cast<char>('a' + i % 26);

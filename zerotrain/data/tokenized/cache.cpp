@@ -298,14 +298,22 @@ CachedStream cached_stream(const fs::path& source, std::string_view mode, const 
   }
   const uint64_t key = cache_key(source, mode, encoder);
   const fs::path file = cache_file(source, key);
-  const BuildLock lock(file);
   std::string problem;
-  if (std::optional<TokenStream> cached = read_cache(file, key, encoder.vocab_size, problem)) {
-    ZT_LOG_DEBUG("tokens of ", source.string(), " read from the cache ", file.string());
-    out.stream = std::move(*cached);
-    out.use = CacheUse::kRead;
-    return out;
-  }
+  auto read = [&]() {
+    problem.clear();
+    std::optional<TokenStream> cached = read_cache(file, key, encoder.vocab_size, problem);
+    if (cached) {
+      ZT_LOG_DEBUG("tokens of ", source.string(), " read from the cache ", file.string());
+      out.stream = std::move(*cached);
+      out.use = CacheUse::kRead;
+    }
+    return cached.has_value();
+  };
+  // A cache that is there is read without the lock, by every rank at once; only a miss takes
+  // turns, and reads again once it has the lock: another rank may have written it meanwhile.
+  if (read()) return out;
+  const BuildLock lock(file);
+  if (read()) return out;
   const bool damaged = !problem.empty();
   if (damaged) {
     ZT_LOG_WARN("the token cache ", file.string(), " ", problem, "; it is ignored and rebuilt");

@@ -6,6 +6,7 @@
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/input_file.h"
 #include "zerotrain/data/tokenized/packing.h"
+#include "zerotrain/text/utf8.h"
 
 namespace zerotrain::data::tokenized {
 
@@ -28,6 +29,9 @@ Corpus load_corpus(const std::filesystem::path& path, CorpusKind kind, const Tex
       std::string text = file.read_all();
       ZT_CHECK(!text.empty(), IoError, path.string(), " is empty; name a text file with the corpus to train on");
       if (std::string_view(text).starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
+      // As a JSONL line is: refused, not silently replaced by U+FFFD.
+      ZT_CHECK(text::is_valid_utf8(text), IoError, path.string(), " is not valid UTF-8; re-encode it "
+               "(iconv -f <its encoding> -t UTF-8 FILE > FILE.utf8) and train on the result");
       packer.add(Document{.prompt = {}, .text = std::move(text)});
     }
     return packer.finish();
