@@ -10,6 +10,7 @@
 
 #include "tools/commands.h"
 #include "tools/number_flags.h"
+#include "tools/tokenized_data.h"
 #include "tools/train_data.h"
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"
@@ -47,6 +48,18 @@ void check_local_rank(int given) {
            " in the environment; drop the flag or launch with a launcher that sets both alike");
 }
 
+// The folder written back at the end goes into --output_dir: that must not be the folder
+// being fine-tuned (its weights would be replaced, and a failed write would lose them), which
+// is refused before anything trains rather than at the end.
+void check_output_is_not_the_model(const TrainOptions& o) {
+  if (!is_hf_model(o.model) || o.args.output_dir.empty()) return;
+  std::error_code ec;
+  const std::filesystem::path model_dir = o.model.substr(3);
+  ZT_CHECK(!std::filesystem::equivalent(o.args.output_dir, model_dir, ec), UsageError, "--output_dir ",
+           o.args.output_dir, " is the model folder of --model ", o.model, ": the folder written back at the end would "
+           "replace the weights being fine-tuned; give another --output_dir");
+}
+
 // A --tokenizer folder's files, which the model folders written back carry in place of the
 // model's own (the tokenizer they were fine-tuned with).
 std::vector<std::filesystem::path> tokenizer_files(const std::string& dir) {
@@ -68,6 +81,7 @@ int run_train(TrainOptions o) {
   ZT_CHECK(!o.save_steps_given || o.args.save_steps == 0 || !o.args.output_dir.empty(), UsageError, "--save_steps ",
            o.args.save_steps, " saves checkpoints into --output_dir: give --output_dir DIR (or --save_steps 0 to save none)");
   check(o.args);   // before the data and the communicator: a typo costs nothing
+  check_output_is_not_the_model(o);
   o.data.model = o.model;
   o.data.model_config = o.model_config;
   o.data.seed = o.args.seed;

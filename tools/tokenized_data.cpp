@@ -56,6 +56,10 @@ TrainData open_tokenized_train_data(const TrainDataOptions& o) {
   out.shape.kind = models::DataShape::Kind::kText;
   out.shape.vocab_size = tokenizer.vocab_size();
   files::register_input(path, "dataset file");
+  // The folders read: no output of the run (the folder written back above all) may replace
+  // their files.
+  files::register_input(model_dir, "model folder");
+  files::register_input(tokenizer_dir, "tokenizer folder");
   return out;
 }
 

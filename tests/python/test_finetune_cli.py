@@ -204,3 +204,14 @@ def test_a_block_of_prompt_only_trains_nothing_instead_of_nan(tmp_path, kjv, tok
     losses, _ = train(folder, str(data), tmp_path / "out", stage=3, micro=1)
     assert all(loss == loss and abs(loss) < 1e3 for loss in losses), losses   # no NaN
     assert 0.0 in losses, f"no micro-batch was all prompt, so the test tested nothing: {losses}"
+
+
+def test_the_model_folder_is_not_an_output_dir(tmp_path, kjv, tokenizer):
+    """Writing the trained folder over the one being fine-tuned is refused before training."""
+    folder = make_folder(str(tmp_path / "llama"), "llama", tokenizer)
+    data = write_jsonl(str(tmp_path / "data.jsonl"), kjv)
+    before = open(os.path.join(folder, "model.safetensors"), "rb").read()
+    proc = subprocess.run([zerotrain_bin(), "train", "--model", f"hf:{folder}", "--dataset", f"jsonl:{data}",
+                           "--max_steps", "1", "--output_dir", folder], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "is the model folder" in proc.stderr, proc.stderr
+    assert open(os.path.join(folder, "model.safetensors"), "rb").read() == before
