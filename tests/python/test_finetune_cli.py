@@ -164,7 +164,7 @@ def test_stage3_world2_trains_as_transformers_and_saves_a_folder_it_loads(tmp_pa
         torch.testing.assert_close(loaded(input_ids=x).logits, model(input_ids=x).logits, rtol=1e-4, atol=1e-4)
 
 
-def test_world_size_and_stage_do_not_change_the_numbers(tmp_path, kjv, tokenizer):
+def test_the_stage_does_not_change_the_numbers(tmp_path, kjv, tokenizer):
     folder = make_folder(str(tmp_path / "llama"), "llama", tokenizer)
     data = write_jsonl(str(tmp_path / "data.jsonl"), kjv)
     a, _ = train(folder, data, tmp_path / "s3", stage=3)
