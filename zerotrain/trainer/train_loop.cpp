@@ -77,10 +77,15 @@ TrainOutput Trainer::Impl::train() {
   double window_loss = 0, logged_loss_sum = 0, last_logged_loss = 0;
   int64_t window_steps = 0, logs = 0, last_saved_step = -1;
   double eval_s_in_epoch = 0;
+  double eval_s_in_window = 0;   // evaluation and saving since the last log: not training time
 
   auto do_log = [&] {
     const double loss = trainer::mean_over_ranks(*comm, window_loss / static_cast<double>(std::max<int64_t>(window_steps, 1)));
-    const double window_s = seconds_since(window_start);
+    // One instant for the window's end, elapsed_s and the next window's start, so a window's
+    // samples_per_s and the elapsed_s of two log lines tell the same time (the logging's own
+    // collectives and writes are the next window's, not nobody's).
+    const auto now = Clock::now();
+    const double window_s = std::chrono::duration<double>(now - window_start).count() - eval_s_in_window;
     const int64_t samples = engine->global_samples();
     const auto state_bytes = trainer::per_rank(*comm, engine->model_state_bytes().total());
     const auto rss = trainer::per_rank(*comm, trainer::peak_rss_bytes());
@@ -102,7 +107,7 @@ TrainOutput Trainer::Impl::train() {
                                 {"loss_scale", engine->loss_scale()},
                                 {"skipped", engine->skipped_steps()},
                                 {"samples_per_s", samples_per_s},
-                                {"elapsed_s", seconds_since(start)},
+                                {"elapsed_s", std::chrono::duration<double>(now - start).count()},
                                 {"process_s", trainer::process_age_s()},
                                 {"model_state_bytes", state_bytes},
                                 {"peak_rss_bytes", rss},
@@ -116,13 +121,16 @@ TrainOutput Trainer::Impl::train() {
     ++logs;
     window_loss = 0;
     window_steps = 0;
-    window_start = Clock::now();
+    window_start = now;
+    eval_s_in_window = 0;
     window_samples = samples;
   };
   auto do_evaluate = [&] {
     const auto t = Clock::now();
     evaluate();
-    eval_s_in_epoch += seconds_since(t);
+    const double eval_s = seconds_since(t);
+    eval_s_in_epoch += eval_s;
+    eval_s_in_window += eval_s;
   };
   std::string last_saved_dir;
   auto do_save = [&] {
@@ -130,7 +138,9 @@ TrainOutput Trainer::Impl::train() {
     const auto t = Clock::now();
     last_saved_dir = save();
     last_saved_step = state.global_step;
-    eval_s_in_epoch += seconds_since(t);
+    const double save_s = seconds_since(t);
+    eval_s_in_epoch += save_s;
+    eval_s_in_window += save_s;
   };
   // After each step every rank learns whether any was signalled, so all stop after the same one.
   std::optional<trainer::SignalWatch> signals;
