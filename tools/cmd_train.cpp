@@ -105,7 +105,7 @@ int run_train(TrainOptions o) {
 Command add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   TrainingArguments& a = o->args;
-  CLI::App* cmd = app.add_subcommand("train", "Train a built-in model (convnet, mlp, gpt) with a DeepSpeed config");
+  CLI::App* cmd = app.add_subcommand("train", "Train a built-in model (convnet, mlp, gpt) or fine-tune a Hugging Face folder (hf:DIR) with a DeepSpeed config");
   cmd->add_option("--model", o->model,
                   "convnet, mlp, gpt, or hf:DIR: a Hugging Face model folder to fine-tune (GPT-2, Llama, Mistral, "
                   "Qwen2; docs/finetune.md)")

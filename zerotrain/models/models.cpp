@@ -18,7 +18,7 @@ const Builtin& builtin(const std::string& name) {
   if (name == "mlp") return mlp_builtin();
   if (name == "gpt") return gpt_builtin();
   if (name == "convnet") return convnet_builtin();
-  throw UsageError(detail::str("--model ", name, ": the built-in models are convnet, gpt and mlp"));
+  throw UsageError(detail::str("--model ", name, ": the built-in models are convnet, gpt and mlp; hf:DIR fine-tunes a Hugging Face model folder"));
 }
 
 // --model hf:DIR: a model built from a Hugging Face folder (models/hf/hf_model.h).
