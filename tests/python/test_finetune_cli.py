@@ -215,3 +215,20 @@ def test_the_model_folder_is_not_an_output_dir(tmp_path, kjv, tokenizer):
                            "--max_steps", "1", "--output_dir", folder], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "is the model folder" in proc.stderr, proc.stderr
     assert open(os.path.join(folder, "model.safetensors"), "rb").read() == before
+
+
+def test_a_bf16_run_saves_bf16_weights_under_a_config_that_says_so(tmp_path, kjv, tokenizer):
+    """--bf16 trains and saves in bf16; config.json names that dtype, so transformers'
+    dtype="auto" loads the folder as saved rather than upcast under the original float32."""
+    folder = make_folder(str(tmp_path / "gpt2"), "gpt2", tokenizer)
+    assert json.load(open(os.path.join(folder, "config.json")))["dtype"] == "float32"
+    data = write_jsonl(str(tmp_path / "data.jsonl"), kjv)
+    out = tmp_path / "out"
+    losses, _ = train(folder, data, out, stage=2, extra=["--bf16"])
+    assert all(loss == loss for loss in losses), losses
+    config = json.load(open(out / "config.json"))
+    assert config["dtype"] == "bfloat16", config
+    assert config["n_embd"] == 32 and config["model_type"] == "gpt2", "the rest of the config is kept"
+    loaded, info = transformers.AutoModelForCausalLM.from_pretrained(str(out), dtype="auto", output_loading_info=True)
+    assert not any(info.values()), info
+    assert {p.dtype for p in loaded.parameters()} == {torch.bfloat16}

@@ -183,4 +183,39 @@ TEST(HfConfig, AFolderWithoutConfigJsonSaysWhatIsMissing) {
   std::filesystem::remove_all(dir);
 }
 
+// A saved folder's config.json names the dtype of the weights beside it, under the key or keys
+// the folder already uses (transformers 5's "dtype", the older "torch_dtype"), else "dtype".
+TEST(HfConfig, ASavedConfigNamesTheDtypeOfItsWeights) {
+  const auto saved = [](const std::string& text, const std::string& dtype) {
+    return Json::parse(hf::config_text_for_dtype(text, dtype, "model/config.json"));
+  };
+  const std::string v5 = R"({"model_type": "gpt2", "dtype": "float32", "n_embd": 32})";
+  EXPECT_EQ(hf::config_text_for_dtype(v5, "float32", "model/config.json"), v5) << "already right: byte for byte";
+  Json got = saved(v5, "bfloat16");
+  EXPECT_EQ(got["dtype"], "bfloat16");
+  EXPECT_FALSE(got.contains("torch_dtype"));
+  EXPECT_EQ(got["n_embd"], 32);
+  EXPECT_EQ(got.begin().key(), "model_type") << "the file's key order is kept";
+
+  got = saved(R"({"model_type": "llama", "torch_dtype": "float32"})", "float16");
+  EXPECT_EQ(got["torch_dtype"], "float16");
+  EXPECT_FALSE(got.contains("dtype")) << "the older key alone is updated, not joined by the new one";
+
+  got = saved(R"({"model_type": "llama", "torch_dtype": "bfloat16", "dtype": "float32"})", "bfloat16");
+  EXPECT_EQ(got["torch_dtype"], "bfloat16");
+  EXPECT_EQ(got["dtype"], "bfloat16");
+
+  got = saved(R"({"model_type": "llama"})", "bfloat16");
+  EXPECT_EQ(got["dtype"], "bfloat16");
+
+  for (const char* bad : {"[1, 2]", "{"}) {
+    try {
+      hf::config_text_for_dtype(bad, "float32", "model/config.json");
+      FAIL() << "no error for " << bad;
+    } catch (const zerotrain::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("model/config.json"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace

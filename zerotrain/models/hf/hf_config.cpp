@@ -202,6 +202,23 @@ HfModelConfig parse_hf_config(const config::Json& json, const std::string& origi
   return c;
 }
 
+std::string config_text_for_dtype(const std::string& text, const std::string& dtype, const std::string& origin) {
+  config::Json json = config::parse_json_text(text, origin);
+  if (!json.is_object()) throw ConfigError(origin + ": expected a JSON object (a model's config.json)");
+  bool named = false, stale = false;
+  for (const char* key : {"dtype", "torch_dtype"}) {
+    if (!json.contains(key)) continue;
+    named = true;
+    if (json[key] != dtype) {
+      json[key] = dtype;
+      stale = true;
+    }
+  }
+  if (!named) json["dtype"] = dtype;
+  if (named && !stale) return text;
+  return json.dump(2) + "\n";   // save_pretrained's indent
+}
+
 HfModelConfig read_hf_config(const std::filesystem::path& dir) {
   const std::filesystem::path file = dir / "config.json";
   std::error_code ec;

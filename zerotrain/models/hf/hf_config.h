@@ -63,4 +63,11 @@ struct HfModelConfig {
 HfModelConfig read_hf_config(const std::filesystem::path& dir);
 HfModelConfig parse_hf_config(const config::Json& json, const std::string& origin);
 
+// config.json's text for a folder whose weights are saved in `dtype` ("float32", "bfloat16",
+// "float16"): its "dtype" and "torch_dtype" (transformers 5's name and the older one) say so,
+// or "dtype" is added, since from_pretrained(dtype="auto") loads in the dtype the config
+// names. The text comes back unchanged when it already says `dtype`. `origin` names the file
+// in a ConfigError when the text is not a JSON object.
+std::string config_text_for_dtype(const std::string& text, const std::string& dtype, const std::string& origin);
+
 }  // namespace zerotrain::models::hf
