@@ -45,13 +45,11 @@ TrainData open_tokenized_train_data(const TrainDataOptions& o) {
   const fs::path tokenizer_dir = o.tokenizer.empty() ? fs::path(model_dir) : fs::path(o.tokenizer);
   const text::Tokenizer tokenizer = text::Tokenizer::from_folder(tokenizer_dir);
   const tok::TextEncoder encoder = tok::encoder_of(tokenizer, adds_bos(tokenizer));
-  auto open = [&](data::Split split) {
-    return kind == "jsonl" ? tok::open_tokenized_jsonl(path, split, block_size, encoder)
-                           : tok::open_tokenized_text(path, split, block_size, encoder);
-  };
+  const tok::TokenizedSplits splits = tok::open_tokenized_splits(
+      path, kind == "jsonl" ? tok::CorpusKind::kJsonl : tok::CorpusKind::kText, block_size, encoder, o.needs_eval);
   TrainData out;
-  out.train = data::first_samples(open(data::Split::kTrain), o.max_train_samples, o.spec);
-  if (o.needs_eval) out.eval = data::first_samples(open(data::Split::kEval), o.max_eval_samples, o.spec);
+  out.train = data::first_samples(splits.train, o.max_train_samples, o.spec);
+  if (o.needs_eval) out.eval = data::first_samples(splits.eval, o.max_eval_samples, o.spec);
   out.shape.name = o.spec;
   out.shape.kind = models::DataShape::Kind::kText;
   out.shape.vocab_size = tokenizer.vocab_size();

@@ -11,8 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "zerotrain/core/error.h"
@@ -236,6 +238,29 @@ TEST_F(Tokenized, IdsOutsideTheVocabularyAreAConfigError) {
             std::string::npos);
 }
 
+// A tokenizer that fails on a text (a regex's match limit, a normalization error) says so in
+// words that name no document; the error names the file and the document, the first that
+// failed whatever the thread count and however the documents fall into batches.
+TEST_F(Tokenized, ADocumentTheTokenizerFailsOnIsNamed) {
+  TextEncoder encoder = toy_.encoder();
+  encoder.encode = [](std::string_view text) -> std::vector<int32_t> {
+    if (text.find("bad") != std::string_view::npos) throw std::runtime_error("regex match failed: match limit");
+    return {1};
+  };
+  std::vector<Document> documents;
+  for (int i = 0; i < 200; ++i) documents.push_back({.prompt = "", .text = i == 137 || i == 190 ? "bad" : "ok"});
+  for (const int threads : {1, 2, 8}) {
+    for (const int64_t batch_bytes : {int64_t{1} << 20, int64_t{16}}) {
+      const std::string message = error_of([&] {
+        pack_documents(documents, encoder, "corpus.jsonl", {.threads = threads, .batch_bytes = batch_bytes});
+      });
+      EXPECT_NE(message.find("corpus.jsonl: document 138 could not be tokenised: regex match failed: match limit"),
+                std::string::npos)
+          << threads << " threads, batches of " << batch_bytes << " bytes: " << message;
+    }
+  }
+}
+
 // --- the JSONL reader -----------------------------------------------------------------------
 
 TEST_F(Tokenized, MalformedLinesNameTheFileTheLineAndTheFix) {
@@ -445,6 +470,35 @@ TEST_F(Tokenized, TheSecondOpenMapsTheCacheWithoutEncoding) {
   EXPECT_TRUE(at::equal(first->get(all).inputs, second->get(all).inputs));
   EXPECT_TRUE(at::equal(first->get(all).targets, second->get(all).targets));
   EXPECT_EQ(first->info().description, second->info().description);
+}
+
+// The Trainer's train and eval splits come from one read of the file: uncached, each document
+// is encoded once, not once for each split; and they are the splits opened one by one.
+TEST_F(Tokenized, BothSplitsAtOnceEncodeEachDocumentOnce) {
+  const fs::path path = numbered("docs.jsonl", 25);
+  const TokenizedSplits both = open_tokenized_splits(path, CorpusKind::kJsonl, 2, toy_.encoder(), true, no_cache());
+  EXPECT_EQ(toy_.calls->load(), 25);
+  auto train = open_tokenized_jsonl(path, Split::kTrain, 2, toy_.encoder(), no_cache());
+  auto eval = open_tokenized_jsonl(path, Split::kEval, 2, toy_.encoder(), no_cache());
+  for (const auto& [got, want] : {std::pair{both.train, train}, std::pair{both.eval, eval}}) {
+    ASSERT_TRUE(got);
+    ASSERT_EQ(got->size(), want->size());
+    std::vector<int64_t> all(static_cast<size_t>(got->size()));
+    for (int64_t i = 0; i < got->size(); ++i) all[static_cast<size_t>(i)] = i;
+    EXPECT_TRUE(at::equal(got->get(all).inputs, want->get(all).inputs));
+    EXPECT_TRUE(at::equal(got->get(all).targets, want->get(all).targets));
+    EXPECT_EQ(got->info().description, want->info().description);
+  }
+  // Without eval, a file too small to hold out documents trains: the eval split is not made.
+  const fs::path few = numbered("few.jsonl", 9);
+  const TokenizedSplits train_only = open_tokenized_splits(few, CorpusKind::kJsonl, 2, toy_.encoder(), false,
+                                                           no_cache());
+  EXPECT_EQ(train_only.train->tokens(), 27);
+  EXPECT_FALSE(train_only.eval);
+  const std::string message = error_of([&] {
+    open_tokenized_splits(few, CorpusKind::kJsonl, 2, toy_.encoder(), true, no_cache());
+  });
+  EXPECT_NE(message.find("at least 10"), std::string::npos) << message;
 }
 
 TEST_F(Tokenized, AChangedSourceOrTokenizerIsANewCacheEntry) {

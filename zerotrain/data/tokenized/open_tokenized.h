@@ -30,4 +30,12 @@ std::shared_ptr<const TokenizedDataset> open_tokenized_text(const std::filesyste
                                                             int64_t block_size, const TextEncoder& encoder,
                                                             const TokenizedOptions& options = {});
 
+// Both splits from one read of the file: one hash of it, and one tokenisation or cache read,
+// where opening each split on its own does both twice. `eval` is null unless `with_eval`.
+struct TokenizedSplits {
+  std::shared_ptr<const TokenizedDataset> train, eval;
+};
+TokenizedSplits open_tokenized_splits(const std::filesystem::path& path, CorpusKind kind, int64_t block_size,
+                                      const TextEncoder& encoder, bool with_eval, const TokenizedOptions& options = {});
+
 }  // namespace zerotrain::data::tokenized

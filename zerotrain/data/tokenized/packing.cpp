@@ -4,6 +4,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include "zerotrain/core/error.h"
@@ -46,6 +47,7 @@ void Packer::encode_pending() {
   std::vector<Encoded> encoded(static_cast<size_t>(n));
   std::atomic<int64_t> next{0};
   std::exception_ptr failure;
+  int64_t failed = n;   // the first document that failed: the same one for any thread count
   std::mutex failure_mutex;
   auto work = [&] {
     for (int64_t i = next++; i < n; i = next++) {
@@ -64,8 +66,10 @@ void Packer::encode_pending() {
         }
       } catch (...) {
         const std::lock_guard<std::mutex> lock(failure_mutex);
-        if (!failure) failure = std::current_exception();
-        next = n;
+        if (i < failed) {
+          failure = std::current_exception();
+          failed = i;
+        }
       }
     }
   };
@@ -74,9 +78,19 @@ void Packer::encode_pending() {
   for (int t = 0; t < helpers; ++t) pool.emplace_back(work);
   work();
   for (std::thread& thread : pool) thread.join();
-  if (failure) std::rethrow_exception(failure);
-
   const int64_t first_document = static_cast<int64_t>(starts_.size());
+  if (failure) {
+    // The tokenizer's own message (a regex or normalization failure) names no document.
+    try {
+      std::rethrow_exception(failure);
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw IoError(detail::str(source_, ": document ", first_document + failed + 1, " could not be tokenised: ",
+                                e.what(), "; remove or split that document, or tokenise with another tokenizer"));
+    }
+  }
+
   auto append = [&](const std::vector<int32_t>& ids, uint8_t trained, int64_t document) {
     for (const int32_t id : ids) {
       ZT_CHECK(id >= 0 && id < encoder_.vocab_size, ConfigError, source_, ": the tokenizer gave id ", id,
