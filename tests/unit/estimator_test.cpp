@@ -156,6 +156,67 @@ TEST(DetailedEstimate, ShardsShrinkWithTheStage) {
   EXPECT_LT(ze::activation_bytes(m, s), ze::estimate(m, {.stage = 2, .precision = ze::Precision::kBf16}).activations);
 }
 
+// A Llama from a folder (models/hf: hf_shape_of sets these from config.json): 4 layers,
+// hidden 256, 4 heads sharing 2 kv heads of 64, a SwiGLU MLP of 688, block 128.
+ze::ModelShape llama_shape() {
+  ze::ModelShape m;
+  m.name = "llama";
+  m.param_numels = {1024 * 256, 4 * 725248, 256, 256 * 1024};
+  m.largest_layer_params = 256 * 1024;
+  m.decoder = ze::DecoderDims{.n_layer = 4, .n_head = 4, .head_dim = 64, .hidden = 256, .intermediate = 688,
+                              .vocab_size = 1024, .n_kv_head = 2, .block_size = 128};
+  return m;
+}
+
+// Everything such a decoder keeps is per token (its attention keeps no probabilities), so
+// the activations follow the tokens of a micro-batch: micro_batch x seq_len.
+TEST(DetailedEstimate, DecoderActivationsFollowTheTokens) {
+  const auto m = llama_shape();
+  const int64_t at_block = ze::activation_bytes(m, {.micro_batch = 2});
+  EXPECT_GT(at_block, 0);
+  EXPECT_EQ(ze::activation_bytes(m, {.micro_batch = 4}), 2 * at_block);
+  EXPECT_EQ(ze::activation_bytes(m, {.micro_batch = 2, .seq_len = 64}) * 2, at_block);
+  EXPECT_EQ(ze::activation_bytes(m, {.micro_batch = 2, .seq_len = 128}), at_block);   // the block size by default
+  // Per token, in fp32: each block 2 x 3076 (norms) + 16 x 256 + 16 (attention) + 16 x 688
+  // (MLP); the final norm and the fp32 log-softmax 3076 + 4 x 1024.
+  EXPECT_EQ(at_block, 2 * 128 * (4 * 21272 + 3076 + 4096));
+  const int64_t bf16 = ze::activation_bytes(m, {.precision = ze::Precision::kBf16, .micro_batch = 2});
+  EXPECT_LT(bf16, at_block);
+  EXPECT_GT(2 * bf16, at_block);   // the norms' fp32 copies and the fp32 log-softmax stay
+  const int64_t checkpointed = ze::activation_bytes(m, {.micro_batch = 2, .activation_checkpointing = true});
+  EXPECT_LT(2 * checkpointed, at_block);
+  // The estimate's rows carry them, and the loss's fp32 gradients in the backward transient.
+  const ze::Breakdown b = ze::estimate(m, {.micro_batch = 2});
+  EXPECT_EQ(b.activations, at_block);
+  EXPECT_GE(b.backward_transient, 2 * 128 * 1024 * 2 * 4);
+  // A sliding window shorter than the sequence adds each layer's [seq, seq] mask.
+  auto mistral = m;
+  mistral.decoder->sliding_window = 32;
+  EXPECT_EQ(ze::activation_bytes(mistral, {.micro_batch = 2}), at_block + 4 * 128 * 128 * 4);
+  mistral.decoder->sliding_window = 128;
+  EXPECT_EQ(ze::activation_bytes(mistral, {.micro_batch = 2}), at_block);
+}
+
+// As the GPT's: a sequence longer than the block the model trains at is refused, naming the
+// way to raise it; the models without a sequence refuse --seq_len.
+TEST(DetailedEstimate, DecoderRefusesASequenceLongerThanItsBlock) {
+  const auto m = llama_shape();
+  EXPECT_NO_THROW(ze::estimate(m, {.seq_len = 128}));
+  try {
+    ze::estimate(m, {.seq_len = 129});
+    FAIL() << "--seq_len 129 was accepted for a block of 128";
+  } catch (const zerotrain::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--seq_len 129 is longer than the model's block_size 128"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("--model_config block_size=N"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ze::estimate(gpt_shape(), {.seq_len = 129}), zerotrain::UsageError);
+  ze::ModelShape counts;
+  counts.param_numels = {1000};
+  EXPECT_THROW(ze::estimate(counts, {.seq_len = 16}), zerotrain::UsageError);
+  EXPECT_EQ(ze::activation_bytes(counts, {}), 0);
+}
+
 TEST(Advisor, TakesTheFastestSetupThatFits) {
   const auto m = gpt_shape();
   ze::Setup base;

@@ -153,9 +153,29 @@ Breakdown rank_states(const ModelShape& model, const Setup& s, int rank) {
   return b;
 }
 
-int64_t tokens(const ModelShape& model, const Setup& s) {
-  const int64_t t = s.seq_len > 0 ? s.seq_len : model.gpt->block_size;
-  return s.micro_batch * t;
+// A language model's tokens per sample, and per micro-batch.
+int64_t sequence(const ModelShape& model, const Setup& s) { return s.seq_len > 0 ? s.seq_len : *model.block_size(); }
+int64_t tokens(const ModelShape& model, const Setup& s) { return s.micro_batch * sequence(model, s); }
+
+// A decoder's norm, per token: RMSNorm keeps its input in fp32 (the input itself in fp32, a
+// copy in 16 bits), the normalised values in the model's dtype, its output (the next
+// linears' input) and the fp32 rsqrt; LayerNorm its input, its output and the fp32 mean and
+// rstd.
+int64_t decoder_norm_bytes_per_token(const DecoderDims& d, int64_t e) {
+  return d.norm == DecoderDims::Norm::kRmsNorm ? d.hidden * (kFp32 + 2 * e) + kFp32 : 2 * d.hidden * e + 2 * kFp32;
+}
+
+// A decoder from a Hugging Face folder (models/hf/gpt2_model.cpp, llama_model.cpp): what
+// autograd keeps per token of one block, as the allocator counts it on CPU, where LibTorch's
+// scaled_dot_product_attention runs its flash kernel: it keeps its output and an fp32
+// logsumexp per head, never the probabilities.
+int64_t decoder_block_bytes_per_token(const DecoderDims& d, int64_t e) {
+  const int64_t norm = decoder_norm_bytes_per_token(d, e);
+  // Attention: q, k and v at n_head heads each (Llama: the rotated q, k and v repeated to
+  // n_head heads; GPT-2: the fused qkv output they view), the output (which the output
+  // projection takes as it is), and the kernel's logsumexp.
+  const int64_t attention = 4 * d.n_head * d.head_dim * e + d.n_head * kFp32;
+  return 2 * norm + attention + d.mlp_saved * d.intermediate * e;
 }
 
 }  // namespace
@@ -180,6 +200,12 @@ const char* to_string(Precision precision) {
 
 int64_t ModelShape::total_params() const { return std::accumulate(param_numels.begin(), param_numels.end(), int64_t{0}); }
 
+std::optional<int64_t> ModelShape::block_size() const {
+  if (gpt) return gpt->block_size;
+  if (decoder) return decoder->block_size;
+  return std::nullopt;
+}
+
 int64_t activation_bytes(const ModelShape& model, const Setup& s) {
   const int64_t e = bytes_of(s.precision);
   if (model.gpt) {
@@ -198,6 +224,20 @@ int64_t activation_bytes(const ModelShape& model, const Setup& s) {
     const int64_t kept = s.activation_checkpointing ? g.n_layer * n * g.n_embd * e + block : g.n_layer * block;
     return kept + top;
   }
+  if (model.decoder) {
+    const DecoderDims& d = *model.decoder;
+    const int64_t n = tokens(model, s), t = sequence(model, s);
+    int64_t block = n * decoder_block_bytes_per_token(d, e);
+    // Mistral's explicit mask: the attention converts it to the model's dtype and keeps it.
+    if (d.sliding_window > 0 && t > d.sliding_window) block += t * t * e;
+    // The final norm (its input, and its output, the head's input), and the fp32
+    // log-softmax cross-entropy keeps (the logits are cast to fp32 first).
+    const int64_t top = n * (decoder_norm_bytes_per_token(d, e) + d.vocab_size * kFp32);
+    // Checkpointed: as the built-in GPT, each block's input and one recomputed block.
+    // tests/unit/hf_activation_memory_test.cpp measures both rows.
+    const int64_t kept = s.activation_checkpointing ? d.n_layer * n * d.hidden * e + block : d.n_layer * block;
+    return kept + top;
+  }
   if (model.mlp) {
     const MlpDims& m = *model.mlp;
     return s.micro_batch * ((m.n_in + m.n_layer * m.n_hidden) * e + 2 * m.n_out * kFp32);
@@ -213,7 +253,13 @@ Breakdown estimate(const ModelShape& model, const Setup& s) {
   ZT_CHECK(!model.gpt || s.seq_len <= model.gpt->block_size, UsageError, "--seq_len ", s.seq_len,
            " is longer than the model's block_size ", model.gpt ? model.gpt->block_size : 0,
            " (its position embedding has no more rows); raise block_size in --model_config");
-  ZT_CHECK(model.gpt || s.seq_len == 0, UsageError, "--seq_len applies to gpt only");
+  // A folder's model trains at the block_size its --model_config names, and its data is cut
+  // into blocks of that length: a longer sequence never reaches it.
+  ZT_CHECK(!model.decoder || s.seq_len <= model.decoder->block_size, UsageError, "--seq_len ", s.seq_len,
+           " is longer than the model's block_size ", model.decoder ? model.decoder->block_size : 0,
+           " (the sequence it trains at); raise it with --model_config block_size=N, up to config.json's "
+           "max_position_embeddings");
+  ZT_CHECK(model.block_size() || s.seq_len == 0, UsageError, "--seq_len applies to language models only (gpt, hf:DIR)");
   const config::StageTraits stage = config::traits_of(s.stage);
   ZT_CHECK(s.offload_param == Offload::kNone || stage.shards_parameters, UsageError,
            "parameter offload needs ZeRO stage 3");
@@ -228,7 +274,7 @@ Breakdown estimate(const ModelShape& model, const Setup& s) {
     if (s.world_size > 64) break;   // the ranks differ by a few elements: rank 0 stands for all
   }
   worst.activations = activation_bytes(model, s);
-  // During backward: the loss's fp32 gradient and its log-softmax gradient (GPT), the
+  // During backward: the loss's fp32 gradient and its log-softmax gradient (GPT, decoder), the
   // largest parameter gradient before the engine moves it into its buffers, and the
   // gradients of activations that backward holds while it frees the activations themselves,
   // with the freed blocks the allocator keeps: 0.6 x the activations, fitted on the runs of
@@ -238,6 +284,7 @@ Breakdown estimate(const ModelShape& model, const Setup& s) {
                               : *std::max_element(model.param_numels.begin(), model.param_numels.end());
   worst.backward_transient = largest * bytes_of(s.precision) + worst.activations * 6 / 10;
   if (model.gpt) worst.backward_transient += tokens(model, s) * model.gpt->vocab_size * 2 * kFp32;
+  if (model.decoder) worst.backward_transient += tokens(model, s) * model.decoder->vocab_size * 2 * kFp32;
   worst.runtime = s.runtime_bytes;
   return worst;
 }
@@ -294,7 +341,7 @@ std::string detailed_report(const ModelShape& model, const Setup& base) {
       "pipeline_write {} ({} buffer set(s)). MiB per rank; \"host\" is the part offload keeps in host memory, "
       "\"off host\" the rest of the peak, \"disk\" the NVMe swap files (not in the peak).\n",
       model.name, model.total_params(), model.largest_layer_params, base.world_size, base.micro_batch,
-      model.gpt ? (base.seq_len > 0 ? base.seq_len : model.gpt->block_size) : 0, base.reduce_bucket_size,
+      model.block_size() ? sequence(model, base) : 0, base.reduce_bucket_size,
       base.overlap_comm ? "true" : "false", nvme.sub_group_size, nvme.buffer_count, nvme.pipeline_read,
       nvme.pipeline_write, nvme_buffer_sets({nvme.buffer_count, nvme.pipeline_read, nvme.pipeline_write}));
   for (Precision precision : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {

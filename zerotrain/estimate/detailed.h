@@ -1,7 +1,8 @@
 // zerotrain's own memory estimate: what one rank of *this* engine holds, piece by piece
 // (docs/estimator.md). Model states follow the engine's buffers exactly (the same layout,
 // bucket by bucket), so they match Engine::model_state_bytes(); activations follow what
-// autograd saves for the built-in GPT and MLP; the process adds the runtime's own memory.
+// autograd saves for the built-in GPT and MLP and for the decoders built from Hugging Face
+// folders; the process adds the runtime's own memory.
 // The stage advisor walks DeepSpeed's procedure on these numbers. No LibTorch.
 #pragma once
 
@@ -20,12 +21,33 @@ const char* to_string(Precision precision);
 enum class Offload { kNone, kCpu, kNvme };
 const char* to_string(Offload offload);
 
-// The architecture, for activations. Only the built-in models are described.
+// The architecture, for activations: the built-in models, and the decoders built from
+// Hugging Face folders.
 struct GptDims {
   int64_t n_layer = 0, n_head = 0, n_embd = 0, vocab_size = 0, block_size = 0;
 };
 struct MlpDims {
   int64_t n_in = 0, n_hidden = 0, n_layer = 0, n_out = 0;
+};
+// A decoder built from a Hugging Face folder (models/hf: GPT-2, and the Llama family: Llama,
+// Mistral, Qwen2), from its config.json. Its modules keep other tensors for backward than the
+// built-in GPT's (fused attention that keeps no probabilities, Llama's RMSNorm in fp32, a
+// gated MLP, GPT-2's GELU op by op), so it is counted on its own.
+struct DecoderDims {
+  enum class Norm { kLayerNorm, kRmsNorm };   // GPT-2's; the Llama family's, computed in fp32
+  Norm norm = Norm::kRmsNorm;
+  int64_t n_layer = 0, n_head = 0, head_dim = 0, hidden = 0, intermediate = 0, vocab_size = 0;
+  // Grouped-query attention's key/value heads. Attention keeps k and v repeated to n_head
+  // heads (transformers' repeat_kv), so fewer of them do not shrink the activations.
+  int64_t n_kv_head = 0;
+  int64_t block_size = 0;       // the sequence it trains at (--model_config block_size=N)
+  // How many [token, intermediate] tensors the MLP keeps: SwiGLU's gate, its silu, up and
+  // their product (4); GPT-2's gelu_new, computed op by op as transformers does (5); a
+  // fused GELU (2: its input and output).
+  int64_t mlp_saved = 4;
+  // Mistral: a sequence longer than this attends through an explicit [seq, seq] mask, which
+  // each layer's attention keeps (0: none).
+  int64_t sliding_window = 0;
 };
 
 struct ModelShape {
@@ -38,7 +60,10 @@ struct ModelShape {
   std::vector<int> param_units;
   std::optional<GptDims> gpt;
   std::optional<MlpDims> mlp;
+  std::optional<DecoderDims> decoder;
   int64_t total_params() const;
+  // The sequence a language model trains at (gpt's or decoder's block_size); none for the others.
+  std::optional<int64_t> block_size() const;
 };
 
 struct Setup {
@@ -57,7 +82,7 @@ struct Setup {
   bool overlap_comm = false;
   int64_t micro_batch = 1;
   int64_t seq_len = 0;                  // 0: the model's block size
-  bool activation_checkpointing = false;   // the gpt's gradient checkpointing (docs/activation-checkpointing.md)
+  bool activation_checkpointing = false;   // gradient checkpointing (docs/activation-checkpointing.md)
   int64_t param_persistence_threshold = 100000;   // stage 3: stage3_param_persistence_threshold
   int64_t model_persistence_threshold = INT64_MAX;
   int64_t prefetch_bucket_size = 50000000;        // stage 3: stage3_prefetch_bucket_size

@@ -64,6 +64,29 @@ Fields fields_of(const HfModelConfig& c, int64_t block) {
           {"hidden_size", c.hidden_size}, {"n_head", c.num_heads},     {"n_kv_head", c.num_kv_heads}};
 }
 
+// What the activation estimate needs (estimate/detailed.cpp counts what these modules keep
+// for backward). Not the built-in GPT's dimensions even for GPT-2: the folder's model attends
+// through the fused kernel and computes gelu_new op by op, which keep other tensors.
+estimate::DecoderDims decoder_dims(const HfModelConfig& c, int64_t block) {
+  estimate::DecoderDims d;
+  const bool gpt2 = c.family == Family::kGpt2;
+  d.norm = gpt2 ? estimate::DecoderDims::Norm::kLayerNorm : estimate::DecoderDims::Norm::kRmsNorm;
+  d.n_layer = c.num_layers;
+  d.n_head = c.num_heads;
+  d.n_kv_head = c.num_kv_heads;
+  d.head_dim = c.head_dim;
+  d.hidden = c.hidden_size;
+  d.intermediate = c.intermediate_size;
+  d.vocab_size = c.vocab_size;
+  d.block_size = block;
+  // gpt2_model.cpp's activate(): gelu_new keeps its input, 0.5 x, the tanh, 1 + tanh and
+  // their product; at::gelu its input and output. llama_model.cpp's SwiGLU: gate, silu(gate),
+  // up and the product.
+  d.mlp_saved = !gpt2 ? 4 : c.activation == "gelu_new" ? 5 : 2;
+  d.sliding_window = c.sliding_window.value_or(0);
+  return d;
+}
+
 // The folder's files a saved model carries besides its weights: its config, and its
 // tokenizer's (text/tokenizer.h), whichever the folder has.
 std::vector<std::string> folder_file_names() {
@@ -160,10 +183,7 @@ estimate::ModelShape hf_shape_of(const std::string& dir, const std::string& conf
     per_module[p.module()] += p.numel();
   }
   for (const auto& [module, numel] : per_module) s.largest_layer_params = std::max(s.largest_layer_params, numel);
-  if (c.family == Family::kGpt2 && c.intermediate_size == 4 * c.hidden_size) {
-    // The built-in GPT's activations are GPT-2's (LayerNorm, fused qkv, a 4x GELU MLP).
-    s.gpt = estimate::GptDims{c.num_layers, c.num_heads, c.hidden_size, c.vocab_size, block};
-  }
+  s.decoder = decoder_dims(c, block);
   return s;
 }
 

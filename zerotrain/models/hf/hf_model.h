@@ -20,9 +20,8 @@ namespace zerotrain::models::hf {
 std::unique_ptr<Model> make_hf_model(const std::string& dir, const std::string& config, const DataShape& data);
 
 // From config.json alone: the parameters in module order with their ZeRO-3 units, as
-// models::shape_of(Module&) counts the built model; GPT-2's dimensions for the activation
-// estimate when its MLP is the built-in GPT's 4x (the Llama family's activations are not
-// estimated: docs/finetune.md).
+// models::shape_of(Module&) counts the built model, and the decoder's dimensions for the
+// activation estimate (estimate::DecoderDims).
 estimate::ModelShape hf_shape_of(const std::string& dir, const std::string& config, const DataShape& data);
 int64_t hf_hidden_size_of(const std::string& dir);
 // The sequence length the model trains at: the config string's block_size, or its default.
