@@ -78,7 +78,7 @@ void add_setup_options(CLI::App* cmd, estimate::Setup& s, std::string& runtime_b
   cmd->add_option("--micro_batch", s.micro_batch, "Samples per rank per micro-step")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  cmd->add_option("--seq_len", s.seq_len, "Tokens per sample (gpt; default: the block size)")
+  cmd->add_option("--seq_len", s.seq_len, "Tokens per sample (gpt or hf:DIR; default: the block size)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--reduce_bucket_size", s.reduce_bucket_size, "Elements per gradient bucket")
       ->capture_default_str()
@@ -127,16 +127,16 @@ void finish_setup(estimate::Setup& s, const std::string& runtime_bytes, const st
   s.sub_group_size = static_cast<int64_t>(n);
 }
 
-// The parameter counts and, for a built-in model, its shape (counted from its fields; the
-// model is not built).
+// The parameter counts and, for a built-in model or a Hugging Face folder, its shape (counted
+// from its fields or config.json; the model is not built).
 estimate::ModelShape model_shape(const ModelOptions& m, bool need_model) {
   if (!m.model.empty()) {
     ZT_CHECK(m.params.empty() && m.largest_layer_params.empty(), UsageError,
              "give --model or --params/--largest_layer_params, not both");
     return models::shape_of(m.model, m.model_config);
   }
-  ZT_CHECK(!need_model, UsageError, "this estimate needs a built-in model for its activations: --model gpt "
-           "[--model_config preset=small] (or mlp)");
+  ZT_CHECK(!need_model, UsageError, "this estimate needs a model for its activations: --model gpt "
+           "[--model_config preset=small], mlp, or hf:DIR (a Hugging Face model folder)");
   ZT_CHECK(!m.params.empty(), UsageError, "give the model: --params N [--largest_layer_params L], or --model gpt "
            "[--model_config ...]");
   estimate::ModelShape shape;

@@ -121,6 +121,15 @@ expect memory_refused 10 "[memory] the job does not fit in memory" "is available
   --deepspeed "$root/examples/ds_config_train_zero2.json" --max_steps 1
 expect memory_skipped 0 "step 1/" -- env ZEROTRAIN_MEMORY_AVAILABLE=1MiB "${train2[@]}" --max_steps 1 \
   --skip_memory_check
+# The check counts the activations the run will keep: gpt small at micro-batch 8 needs about
+# 0.2 GiB, 0.12 GiB with gradient checkpointing (zerotrain estimate --detailed). In 160 MiB the
+# plain run is refused with the flag that fits, and the run with it trains.
+train_small=("$zt" train --model gpt --model_config preset=small --deepspeed "$root/examples/ds_config_train_zero2.json"
+             --per_device_train_batch_size 8 --max_steps 1)
+expect memory_refused_checkpointing_fits 10 "With gradient checkpointing (--gradient_checkpointing) it needs" \
+  -- env ZEROTRAIN_MEMORY_AVAILABLE=160MiB "${train_small[@]}"
+expect memory_fits_checkpointed 0 "step 1/" -- env ZEROTRAIN_MEMORY_AVAILABLE=160MiB "${train_small[@]}" \
+  --gradient_checkpointing
 expect nan_loss 9 "[numerics] step" "the gradients are not finite" "The weights were not updated" -- \
   "${train2[@]}" --learning_rate 1e30 --max_grad_norm 0 --max_steps 30 --logging_steps 1
 expect metrics_device 7 "cannot write --metrics_file /dev/full: is a character device; give the path of a regular file" -- \
@@ -274,7 +283,21 @@ expect estimate_no_stage 2 "zerotrain estimate zero2|zero3" -- "$zt" estimate --
 expect estimate_detailed 0 "| stage 2 |" "bf16: activations" "with activation checkpointing" \
   "| stage 3, offload_optimizer=nvme, offload_param=nvme |" -- \
   "$zt" estimate --detailed --model gpt --model_config preset=small --world_size 2 --micro_batch 8
-expect estimate_detailed_needs_model 2 "needs a built-in model" -- "$zt" estimate --detailed --params 1e9
+expect estimate_detailed_needs_model 2 "needs a model for its activations" "hf:DIR" -- "$zt" estimate --detailed --params 1e9
+# A Hugging Face folder is counted from its config.json alone (TinyLlama's shape: 1.1B
+# parameters, grouped-query attention); its activations are counted too, never 0.
+mkdir -p "$tmp/tinyllama"
+cat >"$tmp/tinyllama/config.json" <<'JSON'
+{"model_type": "llama", "vocab_size": 32000, "hidden_size": 2048, "intermediate_size": 5632,
+ "num_hidden_layers": 22, "num_attention_heads": 32, "num_key_value_heads": 4,
+ "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "tie_word_embeddings": false}
+JSON
+expect estimate_detailed_hf 0 "32 heads / 4 kv heads" "1100048384 parameters" "sequence 512" "with activation checkpointing" \
+  -- "$zt" estimate --detailed --model "hf:$tmp/tinyllama" --model_config block_size=512 --micro_batch 2
+check estimate_detailed_hf_activations bash -c "! '$zt' estimate --detailed --model 'hf:$tmp/tinyllama' \
+  --model_config block_size=512 | grep -q 'activations 0.0 MiB'"
+expect estimate_hf_seq_len_too_long 2 "block_size" -- \
+  "$zt" estimate --detailed --model "hf:$tmp/tinyllama" --model_config block_size=512 --seq_len 1024
 expect advise_stage 0 "Use ZeRO stage" "\"zero_optimization\": {\"stage\":" "stage 0: " -- \
   "$zt" advise --model gpt --model_config preset=small --world_size 2 --micro_batch 8 --memory_per_rank 300MiB
 expect advise_nothing_fits 1 "Nothing fits in 10MiB per rank" -- \

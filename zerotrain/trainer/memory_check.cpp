@@ -11,14 +11,15 @@
 namespace zerotrain::trainer {
 
 void check_memory_fits(const Config& resolved, const estimate::ModelShape& shape, comm::Communicator& comm,
-                       int64_t used_bytes) {
+                       const MemoryCheckOptions& options) {
   Config config = resolved;
   config::finalize(config, comm.world_size());   // the micro-batch, as the engine will derive it
   const int on_host = static_cast<int>(
       env::get_int("LOCAL_WORLD_SIZE").value_or(env::get_int("OMPI_COMM_WORLD_LOCAL_SIZE").value_or(comm.world_size())));
-  const auto verdict =
-      estimate::check_fit(shape, estimate::setup_from_config(config, comm.world_size()),
-                          {.ranks_on_host = std::max(1, on_host), .already_used_bytes = used_bytes});
+  estimate::Setup setup = estimate::setup_from_config(config, comm.world_size());
+  setup.activation_checkpointing = options.gradient_checkpointing;
+  const auto verdict = estimate::check_fit(
+      shape, setup, {.ranks_on_host = std::max(1, on_host), .already_used_bytes = options.used_bytes});
   auto worst = torch::full({1}, static_cast<int64_t>(verdict.kind == estimate::FitVerdict::Kind::kTooLarge), torch::kLong);
   comm.all_reduce(worst, comm::ReduceOp::kMax).wait();
   if (worst.item<int64_t>() > 0) {

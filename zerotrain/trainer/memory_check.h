@@ -10,9 +10,14 @@
 
 namespace zerotrain::trainer {
 
+struct MemoryCheckOptions {
+  int64_t used_bytes = 0;                 // what the process holds already (LibTorch, the communicator)
+  bool gradient_checkpointing = false;    // --gradient_checkpointing: the activations the model keeps with it
+};
+
 // Every rank agrees: one too-large verdict stops all of them, so none waits for the others
-// in a collective. `used_bytes`: what the process holds already (LibTorch, the communicator).
+// in a collective.
 void check_memory_fits(const Config& resolved, const estimate::ModelShape& shape, comm::Communicator& comm,
-                       int64_t used_bytes);
+                       const MemoryCheckOptions& options);
 
 }  // namespace zerotrain::trainer

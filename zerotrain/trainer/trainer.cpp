@@ -132,7 +132,10 @@ Trainer::Trainer(TrainingArguments args, ModelSpec spec, TrainerData data, Train
   config::resolve_auto(s.config, to_trainer_args(args, s.world_size(), spec.hidden_size, s.state.max_steps));
 
   s.baseline_rss_bytes = trainer::peak_rss_bytes();
-  if (options.check_memory && spec.shape) trainer::check_memory_fits(s.config, *spec.shape, *s.comm, s.baseline_rss_bytes);
+  if (options.check_memory && spec.shape) {
+    trainer::check_memory_fits(s.config, *spec.shape, *s.comm,
+                               {.used_bytes = s.baseline_rss_bytes, .gradient_checkpointing = args.gradient_checkpointing});
+  }
   {
     // At stage 3 each rank keeps 1/N of every unit as it is built, as HF's Trainer builds
     // the model under DeepSpeed's zero.Init: the model is never whole on any rank.
