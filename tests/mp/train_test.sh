@@ -34,6 +34,8 @@ train ws4_stage3 4 1 "$out/zero3.json"
 # The HF guide's stage-3 config, "auto" values and all, as it is.
 train ws2_guide_zero3 2 1 "$ROOT/examples/ds_config_zero3.json" --bf16
 train ws2_bf16 2 2 "$config" --bf16
+# Evaluation inside the logging windows: its time is left out of samples_per_s.
+train ws2_eval 2 2 "$config" --eval_strategy steps --eval_steps 5
 train ws2_fp16 2 2 "$config" --fp16
 
 python3 - "$out" <<'PY'
@@ -48,14 +50,23 @@ def logged(name):
                 "model_state_bytes", "peak_rss_bytes"):
         assert key in steps[0], f"{name}: metrics lack {key}"
     # The timings and memory say something: time moves on, 40 samples (8 a step, 5 steps) went
-    # through in each window, and every rank's peak holds at least its model states. With no
-    # evaluation or saving, a window's samples_per_s and the elapsed_s of its two ends are
-    # measured at the same instants, so they agree however slow the logging itself is.
+    # through in each window, and every rank's peak holds at least its model states. A window's
+    # samples_per_s and the elapsed_s of its two ends are measured at the same instants, so with
+    # no evaluation in the window they agree however slow the logging itself is. An evaluation
+    # (after the log of its step, so in the next window) is left out of the rate: at least its
+    # eval_runtime, which evaluate() times inside the time left out.
+    evals = [r for r in rows if "eval_runtime" in r]
     elapsed = [r["elapsed_s"] for r in steps]
     assert elapsed[0] > 0 and all(b > a for a, b in zip(elapsed, elapsed[1:])), f"{name}: elapsed_s {elapsed}"
     for prev, r in zip(steps, steps[1:]):
-        implied = 40 / (r["elapsed_s"] - prev["elapsed_s"])
-        assert abs(r["samples_per_s"] / implied - 1) < 1e-6, f"{name}: samples_per_s {r['samples_per_s']} at step {r['step']}, elapsed_s implies {implied:.1f}"
+        window_s = r["elapsed_s"] - prev["elapsed_s"]
+        implied = 40 / window_s
+        eval_s = sum(e["eval_runtime"] for e in evals if prev["step"] <= e["step"] < r["step"])
+        what = f"{name}: samples_per_s {r['samples_per_s']} at step {r['step']}, elapsed_s implies {implied:.1f}"
+        if eval_s == 0:
+            assert abs(r["samples_per_s"] / implied - 1) < 1e-6, what
+        else:
+            assert r["samples_per_s"] >= (1 - 1e-9) * 40 / (window_s - eval_s) > implied, f"{what}, {eval_s:.4f} s evaluating"
     for r in steps:
         assert len(r["peak_rss_bytes"]) == len(r["model_state_bytes"]) > 0, f"{name}: per-rank lists {r}"
         assert all(p >= m > 0 for p, m in zip(r["peak_rss_bytes"], r["model_state_bytes"])), f"{name}: memory {r}"
@@ -71,7 +82,7 @@ def relative(got, want):
 base = losses("ws1")
 # GPT-2's initialisation and tied head (4.73 -> 3.66 over these 30 steps, measured).
 assert base[-1] < 0.8 * base[0], f"the loss did not fall: {base}"
-for other in ("ws2", "ws4", "ws2_stage0", "ws2_stage3", "ws4_stage3"):
+for other in ("ws2", "ws4", "ws2_stage0", "ws2_stage3", "ws4_stage3", "ws2_eval"):
     got = losses(other)
     worst = max(abs(a - b) for a, b in zip(base, got))
     assert len(got) == len(base) and worst < 1e-4, f"{other} differs from ws1 by {worst}: {got} vs {base}"
@@ -85,6 +96,8 @@ for half in ("ws2_bf16", "ws2_fp16"):
     worst_norm = relative(norms(half), norms("ws2"))
     assert worst_norm < 0.02, f"{half}'s gradient norms are {worst_norm:.2%} from fp32's: {norms(half)} vs {norms('ws2')}"
     print(f"ok: {half} within {worst:.3%} of fp32, gradient norms within {worst_norm:.3%}")
+evaluated = [r for r in (json.loads(l) for l in open(f"{out}/ws2_eval.jsonl")) if "eval_runtime" in r]
+assert [r["step"] for r in evaluated] == list(range(5, 31, 5)), f"ws2_eval: evaluations at {[r['step'] for r in evaluated]}"
 guide = losses("ws2_guide_zero3")
 assert guide[-1] < 0.8 * guide[0], f"the guide's stage-3 config: the loss did not fall: {guide}"
 rows = [json.loads(l) for l in open(f"{out}/ws2_fp16.jsonl")]

@@ -225,7 +225,11 @@ TrainOutput Trainer::Impl::train() {
       if (control.should_evaluate) do_evaluate();
       if (control.should_save) do_save();
       if (args.save_hf_steps > 0 && g % args.save_hf_steps == 0) {
+        const auto t = Clock::now();
         save_hf(std::filesystem::path(args.output_dir) / ("hf-" + std::to_string(g)));
+        const double save_s = seconds_since(t);
+        eval_s_in_epoch += save_s;
+        eval_s_in_window += save_s;
       }
       control.should_evaluate = control.should_save = false;
       if (signals) stop_if_signalled();
