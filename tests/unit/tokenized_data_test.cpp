@@ -254,11 +254,21 @@ TEST_F(Tokenized, ADocumentTheTokenizerFailsOnIsNamed) {
       const std::string message = error_of([&] {
         pack_documents(documents, encoder, "corpus.jsonl", {.threads = threads, .batch_bytes = batch_bytes});
       });
-      EXPECT_NE(message.find("corpus.jsonl: document 138 could not be tokenised: regex match failed: match limit"),
+      EXPECT_NE(message.find("corpus.jsonl document 138 could not be tokenised: regex match failed: match limit"),
                 std::string::npos)
           << threads << " threads, batches of " << batch_bytes << " bytes: " << message;
     }
   }
+  // From a JSONL file, the line (blank lines counted), as the reader's own errors name it.
+  const fs::path path = write("docs.jsonl", "{\"text\": \"ok\"}\n\n{\"prompt\": \"q\", \"completion\": \"bad\"}\n");
+  const std::string message =
+      error_of([&] { open_tokenized_jsonl(path, Split::kTrain, 1, encoder, no_cache()); });
+  EXPECT_NE(message.find(path.string() + " line 3 could not be tokenised"), std::string::npos) << message;
+  // zerotrain's own errors keep their type: a ConfigError stays one.
+  encoder.encode = [](std::string_view) -> std::vector<int32_t> { throw ConfigError("the tokenizer is broken"); };
+  EXPECT_NE(error_of<ConfigError>([&] { pack_documents({{.prompt = "", .text = "x"}}, encoder, "mem"); })
+                .find("the tokenizer is broken"),
+            std::string::npos);
 }
 
 // --- the JSONL reader -----------------------------------------------------------------------

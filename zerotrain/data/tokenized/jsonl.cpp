@@ -73,14 +73,15 @@ std::optional<Document> parse_jsonl_line(std::string_view line, int64_t line_num
     ZT_CHECK(!has_prompt && !has_completion, IoError, where(source, line_number), " has both \"text\" and \"",
              has_prompt ? "prompt" : "completion", "\"; ", kForms,
              " (not both: split it, or rename \"text\" if it is not meant to be trained on whole)");
-    return Document{.prompt = {}, .text = string_field(object, "text", source, line_number)};
+    return Document{.prompt = {}, .text = string_field(object, "text", source, line_number), .line = line_number};
   }
   if (has_prompt || has_completion) {
     ZT_CHECK(has_prompt && has_completion, IoError, where(source, line_number), " has \"",
              has_prompt ? "prompt" : "completion", "\" but no \"", has_prompt ? "completion" : "prompt", "\"; ",
              kForms);
     return Document{.prompt = string_field(object, "prompt", source, line_number),
-                    .text = string_field(object, "completion", source, line_number)};
+                    .text = string_field(object, "completion", source, line_number),
+                    .line = line_number};
   }
   std::string keys;
   for (const auto& [key, value] : object.items()) {

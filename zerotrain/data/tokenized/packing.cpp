@@ -47,10 +47,13 @@ void Packer::encode_pending() {
   std::vector<Encoded> encoded(static_cast<size_t>(n));
   std::atomic<int64_t> next{0};
   std::exception_ptr failure;
-  int64_t failed = n;   // the first document that failed: the same one for any thread count
+  // The first document that failed: the same one for any thread count. The documents after
+  // it are skipped, those before it still encoded (one of them may fail first).
+  std::atomic<int64_t> failed{n};
   std::mutex failure_mutex;
   auto work = [&] {
     for (int64_t i = next++; i < n; i = next++) {
+      if (i > failed.load()) continue;
       try {
         const Document& document = pending_[static_cast<size_t>(i)];
         Encoded& out = encoded[static_cast<size_t>(i)];
@@ -66,7 +69,7 @@ void Packer::encode_pending() {
         }
       } catch (...) {
         const std::lock_guard<std::mutex> lock(failure_mutex);
-        if (i < failed) {
+        if (i < failed.load()) {
           failure = std::current_exception();
           failed = i;
         }
@@ -80,14 +83,20 @@ void Packer::encode_pending() {
   for (std::thread& thread : pool) thread.join();
   const int64_t first_document = static_cast<int64_t>(starts_.size());
   if (failure) {
-    // The tokenizer's own message (a regex or normalization failure) names no document.
+    // The tokenizer's own message (a regex or normalization failure) names no document;
+    // zerotrain's typed errors keep their type (and exit code).
+    const Document& document = pending_[static_cast<size_t>(failed.load())];
+    const std::string which = document.line > 0 ? detail::str("line ", document.line)
+                                                 : detail::str("document ", first_document + failed.load() + 1);
     try {
       std::rethrow_exception(failure);
+    } catch (const Error&) {
+      throw;
     } catch (const std::bad_alloc&) {
       throw;
     } catch (const std::exception& e) {
-      throw IoError(detail::str(source_, ": document ", first_document + failed + 1, " could not be tokenised: ",
-                                e.what(), "; remove or split that document, or tokenise with another tokenizer"));
+      throw IoError(detail::str(source_, " ", which, " could not be tokenised: ", e.what(),
+                                "; remove or split that document, or tokenise with another tokenizer"));
     }
   }
 
