@@ -71,6 +71,14 @@ struct Measured {
 // One forward and backward at kBatch x kBlock tokens, counted, with and without gradient
 // checkpointing; the estimate for the same setup from config.json alone.
 std::vector<Measured> measure(const ModelFolder& folder, zerotrain::estimate::Precision precision) {
+  // The fused attention's scratch space grows with the intra-op threads, and is allocated on
+  // this thread: the measurement is made at 2 threads on every machine, as the figures in
+  // docs/estimator.md were.
+  struct Threads {
+    int before = at::get_num_threads();
+    Threads() { at::set_num_threads(2); }
+    ~Threads() { at::set_num_threads(before); }
+  } threads;
   const zerotrain::data::SyntheticDataset data("gpt", kVocab, kBlock, 3);
   const auto batch = data.batch(0, kBatch);
   const std::string config = "block_size=" + std::to_string(kBlock);

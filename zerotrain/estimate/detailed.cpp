@@ -258,7 +258,7 @@ Breakdown estimate(const ModelShape& model, const Setup& s) {
   ZT_CHECK(!model.decoder || s.seq_len <= model.decoder->block_size, UsageError, "--seq_len ", s.seq_len,
            " is longer than the model's block_size ", model.decoder ? model.decoder->block_size : 0,
            " (the sequence it trains at); raise it with --model_config block_size=N, up to config.json's "
-           "max_position_embeddings");
+           "max_position_embeddings (n_positions for GPT-2)");
   ZT_CHECK(model.block_size() || s.seq_len == 0, UsageError, "--seq_len applies to language models only (gpt, hf:DIR)");
   const config::StageTraits stage = config::traits_of(s.stage);
   ZT_CHECK(s.offload_param == Offload::kNone || stage.shards_parameters, UsageError,

@@ -87,7 +87,7 @@ FitVerdict check_fit(const ModelShape& model, const Setup& setup, const FitOptio
     text += ". Add ranks on more hosts, lower the micro-batch, or train in bf16; `zerotrain advise "
             "--memory_per_rank " + gib(room_per_rank) + "` shows what fits";
   }
-  if (!setup.activation_checkpointing) {
+  if (verdict.kind == FitVerdict::Kind::kTooLarge && !setup.activation_checkpointing) {
     Setup checkpointed = without_runtime;
     checkpointed.activation_checkpointing = true;
     const int64_t checkpointed_bytes = estimate(model, checkpointed).peak() * options.ranks_on_host;

@@ -38,7 +38,8 @@ int64_t block_size_of(const std::string& dir, const std::string& text, const HfM
       used = 0;
     }
     ZT_CHECK(used == value.size() && parsed > 0 && parsed <= c.max_positions, UsageError, "--model_config block_size=",
-             value, ": give a positive integer up to the model's max_position_embeddings (", c.max_positions, ")");
+             value, ": give a positive integer up to the model's ",
+             c.family == Family::kGpt2 ? "n_positions" : "max_position_embeddings", " (", c.max_positions, ")");
     block = parsed;
   }
   return block;
