@@ -125,12 +125,16 @@ TrainOutput Trainer::Impl::train() {
     eval_s_in_window = 0;
     window_samples = samples;
   };
+  // Evaluation and saving since `t`: not training time, for the epoch's and the window's rates.
+  auto off_training_since = [&](Clock::time_point t) {
+    const double s = seconds_since(t);
+    eval_s_in_epoch += s;
+    eval_s_in_window += s;
+  };
   auto do_evaluate = [&] {
     const auto t = Clock::now();
     evaluate();
-    const double eval_s = seconds_since(t);
-    eval_s_in_epoch += eval_s;
-    eval_s_in_window += eval_s;
+    off_training_since(t);
   };
   std::string last_saved_dir;
   auto do_save = [&] {
@@ -138,9 +142,7 @@ TrainOutput Trainer::Impl::train() {
     const auto t = Clock::now();
     last_saved_dir = save();
     last_saved_step = state.global_step;
-    const double save_s = seconds_since(t);
-    eval_s_in_epoch += save_s;
-    eval_s_in_window += save_s;
+    off_training_since(t);
   };
   // After each step every rank learns whether any was signalled, so all stop after the same one.
   std::optional<trainer::SignalWatch> signals;
@@ -227,9 +229,7 @@ TrainOutput Trainer::Impl::train() {
       if (args.save_hf_steps > 0 && g % args.save_hf_steps == 0) {
         const auto t = Clock::now();
         save_hf(std::filesystem::path(args.output_dir) / ("hf-" + std::to_string(g)));
-        const double save_s = seconds_since(t);
-        eval_s_in_epoch += save_s;
-        eval_s_in_window += save_s;
+        off_training_since(t);
       }
       control.should_evaluate = control.should_save = false;
       if (signals) stop_if_signalled();
