@@ -14,12 +14,13 @@ The ratio is the median over rounds of async lost ÷ sync lost.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import tempfile
 
-from docs_tables import replace_between_markers
-from stage3_vs_peers import cpu_line
+from lib.cpu import cpu_line
+from lib.docs_tables import replace_between_markers
+from lib.rounds import run_rounds
+from lib.stats import median
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ("none", "sync", "async")
@@ -45,18 +46,16 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
-    med = statistics.median
+    med = median
     params = args.layers * (args.width * args.width + args.width)
     rows, size = [], 0
     with tempfile.TemporaryDirectory(dir=os.path.join(ROOT, "build")) as work:
         for world in [int(w) for w in args.worlds.split(",")]:
-            rounds = []
-            for r in range(args.rounds):
-                order = MODES[r % 3:] + MODES[:r % 3]
-                got = {m: one(args, work, m, world) for m in order}
-                rounds.append(got)
-                size = got["sync"]["bytes"]
-                print(json.dumps({"world": world, "round": r, **{m: got[m] for m in MODES}}), flush=True)
+            def show(r, got):
+                print(json.dumps({"world": world, "round": r, **got}), flush=True)
+            by_mode = run_rounds(args.rounds, MODES, lambda m, r: one(args, work, m, world), end_round=show)
+            rounds = [{m: by_mode[m][r] for m in MODES} for r in range(args.rounds)]
+            size = rounds[-1]["sync"]["bytes"]
             lost = {m: [g[m]["pass_s"] - g["none"]["pass_s"] for g in rounds] for m in ("sync", "async")}
             ratios = [a / s for a, s in zip(lost["async"], lost["sync"])]
             rows.append(f"| {world} | {med([g['none']['pass_s'] for g in rounds]):.1f} s | "

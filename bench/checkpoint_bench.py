@@ -1,30 +1,30 @@
 #!/usr/bin/env python3
 """Checkpoint save and load throughput against the disk's raw sequential bandwidth, measured
 side by side in one run by bench/checkpoint_io (see its header), and consolidation against
-DeepSpeed's zero_to_fp32.py (peak RSS and time), interleaved over rounds. Prints markdown
-tables; a ratio is the median over rounds of that round's ratio.
+DeepSpeed's zero_to_fp32.py (peak RSS and time), interleaved over rounds (the order rotated
+by the round). Prints markdown tables; a ratio is the median over rounds of that round's ratio.
 
     python3 bench/checkpoint_bench.py [--build build] [--rounds 3] [--layers 8] [--width 4096] [--skip io,...] [--write]
 
 --write replaces the tables in docs/benchmarks.md (between the checkpoint_io and
 checkpoint_consolidate markers, and checkpoint_import's: `zerotrain checkpoint import-deepspeed`
 against zero_to_fp32.py on DeepSpeed's checkpoint). The consolidation and import parts need DeepSpeed: it uses
-$ZEROTRAIN_HOME/bench-venv (created on first use by bench/stage3_vs_peers.py's helper).
+$ZEROTRAIN_HOME/bench-venv (created on first use: bench/lib/peer_envs.py).
 """
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 
-from docs_tables import replace_between_markers
-from stage3_vs_peers import cpu_line
+from lib.cpu import cpu_line
+from lib.docs_tables import replace_between_markers
+from lib.peer_envs import DEEPSPEED_VERSION, ensure_zero_to_fp32_deps
+from lib.rounds import run_rounds
+from lib.stats import median
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SAFETENSORS_VERSION = "0.8.0"   # as scripts/setup.sh pins it
-HUGGINGFACE_HUB_VERSION = "2.4.0"
 
 
 def io_rounds(args, work, world, stage):
@@ -39,7 +39,7 @@ def io_rounds(args, work, world, stage):
 
 def io_table(args, results):
     gb = 1e9
-    med = statistics.median
+    med = median
     params = args.layers * (args.width * args.width + args.width)
     size = results[0][2][0]["bytes"]
     lines = [f"MLP of {args.layers} x Linear({args.width}, {args.width}) ({params / 1e6:.0f}M parameters), AdamW, "
@@ -71,13 +71,6 @@ def measured(cmd, env=None):
     return float(seconds), int(rss)
 
 
-def ensure_zero_to_fp32_deps(ds_python):
-    # zero_to_fp32.py writes through safetensors and shards with huggingface_hub.
-    if subprocess.run([ds_python, "-c", "import safetensors, huggingface_hub"], capture_output=True).returncode != 0:
-        subprocess.run([ds_python, "-m", "pip", "install", "-q", f"safetensors=={SAFETENSORS_VERSION}",
-                        f"huggingface_hub=={HUGGINGFACE_HUB_VERSION}"], check=True)
-
-
 def ds_checkpoint(args, work, ds_python, ds_env):
     """DeepSpeed's checkpoint of the MLP (bench/ds_checkpoint.py), made once per run."""
     ds_ckpt = os.path.join(work, "ds_ckpt")
@@ -91,10 +84,7 @@ def ds_checkpoint(args, work, ds_python, ds_env):
 def import_rounds(args, work):
     """zerotrain checkpoint import-deepspeed (weights and Adam's states, into zerotrain's format)
     against DeepSpeed's zero_to_fp32.py (weights only) on the same DeepSpeed checkpoint."""
-    from stage3_vs_peers import BENCH_VENV, ensure_bench_venv
-    ensure_bench_venv()
-    ds_python = os.path.join(BENCH_VENV, "bin", "python")
-    ensure_zero_to_fp32_deps(ds_python)
+    ds_python = ensure_zero_to_fp32_deps()
     ds_env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
     ds_ckpt = ds_checkpoint(args, work, ds_python, ds_env)
     zt = os.path.join(args.build, "tools", "zerotrain")
@@ -105,21 +95,22 @@ def import_rounds(args, work):
 
 
 def interleaved(args, work, prefix, make_runs, with_bytes=False):
-    """args.rounds rounds of make_runs(outs) (name, command, env), the order reversed every
-    other round; each row maps a name to (seconds, peak RSS[, bytes written to its out dir])."""
-    rows = []
-    for r in range(args.rounds):
-        outs = {name: os.path.join(work, f"{prefix}{name}{r}") for name in ("zt", "light", "ds")}
-        runs = make_runs(outs)
-        if r % 2:
-            runs.reverse()
-        row = {}
-        for name, cmd, env in runs:
-            row[name] = measured(cmd, env) + ((du_bytes(outs[name]),) if with_bytes else ())
-        rows.append(row)
-        for d in outs.values():
+    """args.rounds rounds of make_runs(outs) (name, command, env), the order rotated by the
+    round; each row maps a name to (seconds, peak RSS[, bytes written to its out dir])."""
+    def outs_of(r):
+        return {name: os.path.join(work, f"{prefix}{name}{r}") for name in ("zt", "light", "ds")}
+
+    def run_one(name, r):
+        outs = outs_of(r)
+        cmd, env = next((c, e) for n, c, e in make_runs(outs) if n == name)
+        return measured(cmd, env) + ((du_bytes(outs[name]),) if with_bytes else ())
+
+    def clean(r, _):
+        for d in outs_of(r).values():
             subprocess.run(["rm", "-rf", d], check=True)
-    return rows
+    names = [name for name, _, _ in make_runs(outs_of(0))]
+    results = run_rounds(args.rounds, names, run_one, end_round=clean)
+    return [{name: results[name][r] for name in names} for r in range(args.rounds)]
 
 
 def du_bytes(path):
@@ -127,7 +118,7 @@ def du_bytes(path):
 
 
 def import_table(args, rows, ds_version):
-    med = statistics.median
+    med = median
     mib, gb = 1 << 20, 1e9
     params = args.layers * (args.width * args.width + args.width)
     ratio = lambda i: [r["zt"][i] / r["ds"][i] for r in rows]
@@ -147,10 +138,7 @@ def import_table(args, rows, ds_version):
 
 def consolidate_rounds(args, work):
     """zerotrain zero-to-fp32 and DeepSpeed's zero_to_fp32.py on checkpoints of the same model."""
-    from stage3_vs_peers import BENCH_VENV, ensure_bench_venv
-    ensure_bench_venv()
-    ds_python = os.path.join(BENCH_VENV, "bin", "python")
-    ensure_zero_to_fp32_deps(ds_python)
+    ds_python = ensure_zero_to_fp32_deps()
     ds_env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
     zt_ckpt = os.path.join(work, "zt_ckpt")
     model = ["--layers", str(args.layers), "--width", str(args.width)]
@@ -168,7 +156,7 @@ def consolidate_rounds(args, work):
 
 
 def consolidate_table(args, rows, ds_version):
-    med = statistics.median
+    med = median
     mib = 1 << 20
     params = args.layers * (args.width * args.width + args.width)
     ratio = lambda who, i: [r[who][i] / r["ds"][i] for r in rows]
@@ -209,7 +197,6 @@ def main():
                 results.append((world, stage, io_rounds(args, work, world, stage)))
             tables["checkpoint_io"] = io_table(args, results)
             print(tables["checkpoint_io"] + "\n")
-        from stage3_vs_peers import DEEPSPEED_VERSION
         if "consolidate" not in skip:
             tables["checkpoint_consolidate"] = consolidate_table(args, consolidate_rounds(args, work), DEEPSPEED_VERSION)
             print(tables["checkpoint_consolidate"])

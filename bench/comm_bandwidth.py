@@ -14,12 +14,13 @@ import json
 import math
 import os
 import re
-import statistics
 import subprocess
 import sys
 
-from docs_tables import replace_between_markers
-from stage3_vs_peers import cpu_line
+from lib.cpu import cpu_line
+from lib.docs_tables import replace_between_markers
+from lib.rounds import run_rounds
+from lib.stats import median, median_ratio
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPS = ["all_reduce", "reduce_scatter", "all_gather"]
@@ -51,10 +52,6 @@ def size_name(n):
     return f"{n} B"
 
 
-def median(values):
-    return statistics.median(values) if values else None
-
-
 def geomean(values):
     return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
 
@@ -73,23 +70,24 @@ def main():
 
     configs = [(b, ws) for ws in WORLD_SIZES for b in BACKENDS]
     rounds = []   # per round: {(backend, ws, op, nbytes): row}, and ("memcpy", nbytes): row
-    for r in range(args.rounds):
-        found = {}
-        for row in run([bench, "--memcpy"] + common):
-            found[("memcpy", row["nbytes"])] = row
-        for backend, ws in configs[r % len(configs):] + configs[:r % len(configs)]:
-            print(f"[round {r + 1}/{args.rounds}] {backend} at world size {ws} ...", file=sys.stderr, flush=True)
-            rows = run([zt, "launch", "--nproc_per_node", str(ws), "--backend", backend, "--timeout_s", "600", "--",
-                        bench] + common, BACKEND_ENV[backend])
-            for row in rows:
-                found[(backend, ws, row["op"], row["nbytes"])] = row
-        rounds.append(found)
+
+    def memcpy_pass(r, order):   # each round's own baseline, at its start
+        rounds.append({("memcpy", row["nbytes"]): row for row in run([bench, "--memcpy"] + common)})
+
+    def run_config(config, r):
+        backend, ws = config
+        print(f"[round {r + 1}/{args.rounds}] {backend} at world size {ws} ...", file=sys.stderr, flush=True)
+        rows = run([zt, "launch", "--nproc_per_node", str(ws), "--backend", backend, "--timeout_s", "600", "--",
+                    bench] + common, BACKEND_ENV[backend])
+        rounds[r].update({(backend, ws, row["op"], row["nbytes"]): row for row in rows})
+
+    run_rounds(args.rounds, configs, run_config, memcpy_pass)
 
     def bw(key):
         return median([rd[key]["busbw_GBps"] for rd in rounds if key in rd])
 
     def ratio(a_key, b_key, field="busbw_GBps"):
-        return median([rd[a_key][field] / rd[b_key][field] for rd in rounds if a_key in rd and b_key in rd])
+        return median_ratio([rd.get(a_key) for rd in rounds], [rd.get(b_key) for rd in rounds], field)
 
     sizes = sorted({k[1] for k in rounds[0] if k[0] == "memcpy"})
     lines = [f"{cpu_line()}; {args.rounds} interleaved rounds, medians; fp32 tensors.\n"]

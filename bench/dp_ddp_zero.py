@@ -41,14 +41,13 @@ intra-op thread from that of running one process.
 
 Data: the Debian package dataset-fashion-mnist (/usr/share/datasets/fashion-mnist). The
 Python setups run with $ZEROTRAIN_HOME/venv/bin/python, DeepSpeed with the bench venv
-($ZEROTRAIN_HOME/bench-venv, made on first use as bench/stage3_vs_peers.py does). --write
+($ZEROTRAIN_HOME/bench-venv, made on first use: bench/lib/peer_envs.py). --write
 puts the tables into docs/benchmarks.md between the dp_ddp_zero markers.
 """
 import argparse
 import gzip
 import json
 import os
-import re
 import resource
 import statistics
 import subprocess
@@ -56,10 +55,16 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from local_ports import free_port  # noqa: E402
-from stage3_vs_peers import (BENCH_VENV, PINNED_PYTHON, ROOT, cpu_line, ensure_bench_venv,  # noqa: E402
-                             first_error_line, run_group)
+from lib.cpu import cpu_line
+from lib.docs_tables import replace_between_markers
+from lib.formatting import versions_text
+from lib.peer_envs import DS_PYTHON, PINNED_PYTHON, ensure_ds_venv
+from lib.ports import free_port
+from lib.procs import first_error_line, run_group
+from lib.rounds import rotated, run_rounds
+from lib.stats import median_ratio
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 DATA_DIR = os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
 WORLD, SEED, LR, GLOBAL_BATCH = 2, 42, 1e-3, 256
@@ -251,7 +256,7 @@ def worker(args):
 # --- the launcher ------------------------------------------------------------------------------
 def run_python(args, setup, out_dir, tag, fp16_steps=None):
     """One setup's process group; with fp16_steps, an fp16 run of that many steps for its log."""
-    python = os.path.join(BENCH_VENV, "bin", "python") if setup.startswith("ds") else PINNED_PYTHON
+    python = DS_PYTHON if setup.startswith("ds") else PINNED_PYTHON
     _, procs, threads = SETUPS[setup]
     out, logfile = os.path.join(out_dir, f"{tag}.json"), os.path.join(out_dir, f"{tag}.log")
     cmd = [python, os.path.abspath(__file__), "--worker", setup, "--epochs", str(args.epochs), "--out", out] + \
@@ -336,11 +341,6 @@ def overflow_lines(logfile):
 
 
 # --- the tables --------------------------------------------------------------------------------
-def median_ratio(results, key, ref, field):
-    pairs = [(a, b) for a, b in zip(results.get(key, []), results.get(ref, [])) if "error" not in a and "error" not in b]
-    return statistics.median(field(a) / field(b) for a, b in pairs) if pairs else None
-
-
 def per_epoch(r):
     return statistics.mean(r["epoch_s"])
 
@@ -371,8 +371,8 @@ def table(args, setups, results, loads, versions):
             continue
         failed = f" ({len(rs) - len(ok)} of {len(rs)} rounds failed)" if len(ok) < len(rs) else ""
         epoch_medians = [statistics.median(r["epoch_s"][e] for r in ok) for e in range(len(ok[0]["epoch_s"]))]
-        time_ratio = median_ratio(results, key, REFERENCE, per_epoch)
-        rss_ratio = median_ratio(results, key, REFERENCE, lambda r: r["rss"])
+        time_ratio = median_ratio(results[key], results.get(REFERENCE, []), per_epoch)
+        rss_ratio = median_ratio(results[key], results.get(REFERENCE, []), "rss")
         accs = sorted({f"{r['accuracy']:.4f}" for r in ok})
         lines.append(f"| {name}{failed} | {procs} × {threads} | {statistics.median(per_epoch(r) for r in ok):.1f} | "
                      f"{', '.join(f'{s:.1f}' for s in epoch_medians)} | "
@@ -391,26 +391,26 @@ def fp16_block(columns, notes):
     return "\n".join(notes + [""] + out)
 
 
-def start_round(args, setups, r, loads):
-    """Notes the load average and returns round r's order: the setups rotated by r."""
-    loads.append(os.getloadavg()[0])
-    order = setups[r % len(setups):] + setups[:r % len(setups)]
-    print(f"[round {r + 1}/{args.rounds}] load average {loads[-1]:.2f}; order {', '.join(order)}",
-          file=sys.stderr, flush=True)
-    return order
+def round_start(args, loads):
+    """For run_rounds: notes the load average at the start of each round and prints its order."""
+    def start(r, order):
+        loads.append(os.getloadavg()[0])
+        print(f"[round {r + 1}/{args.rounds}] load average {loads[-1]:.2f}; order {', '.join(order)}",
+              file=sys.stderr, flush=True)
+    return start
 
 
-def run_rounds(args, setups, out_dir, results, loads):
+def run_quiet(args, setups, out_dir, loads):
     """Every setup once per round, in an order rotated by the round."""
-    for r in range(args.rounds):
-        for s in start_round(args, setups, r, loads):
-            t0 = time.monotonic()
-            res = run_setup(args, s, out_dir, f"{s}-{r}")
-            results[s].append(res)
-            shown = res.get("error") or (f"{', '.join(f'{x:.1f}' for x in res['epoch_s'])} s/epoch, "
-                                         f"{res['rss'] / (1 << 20):.0f} MiB, accuracy {res['accuracy']:.4f}")
-            print(f"[round {r + 1}/{args.rounds}] {SETUPS[s][0]}: {shown} ({time.monotonic() - t0:.0f} s)",
-                  file=sys.stderr, flush=True)
+    def run_one(s, r):
+        t0 = time.monotonic()
+        res = run_setup(args, s, out_dir, f"{s}-{r}")
+        shown = res.get("error") or (f"{', '.join(f'{x:.1f}' for x in res['epoch_s'])} s/epoch, "
+                                     f"{res['rss'] / (1 << 20):.0f} MiB, accuracy {res['accuracy']:.4f}")
+        print(f"[round {r + 1}/{args.rounds}] {SETUPS[s][0]}: {shown} ({time.monotonic() - t0:.0f} s)",
+              file=sys.stderr, flush=True)
+        return res
+    return run_rounds(args.rounds, setups, run_one, round_start(args, loads))
 
 
 def start_spinners(n):
@@ -428,18 +428,23 @@ def run_contention(args, setups, out_dir):
     """Every setup twice per round, quiet and beside --contention busy processes, back to back
     (which comes first alternates with the round), so that each round gives one loaded ÷ quiet
     ratio per setup measured minutes apart at most."""
-    quiet, loaded, loads = {s: [] for s in setups}, {s: [] for s in setups}, []
-    for r in range(args.rounds):
-        for s in start_round(args, setups, r, loads):
-            for busy in ((0, args.contention) if r % 2 == 0 else (args.contention, 0)):
-                spinners = start_spinners(busy)
-                try:
-                    res = run_setup(args, s, out_dir, f"{s}-{r}-{'busy' if busy else 'quiet'}")
-                finally:
-                    stop_spinners(spinners)
-                (loaded if busy else quiet)[s].append(res)
-                shown = res.get("error") or f"{per_epoch(res):.1f} s/epoch"
-                print(f"[round {r + 1}/{args.rounds}] {SETUPS[s][0]}, {busy} busy: {shown}", file=sys.stderr, flush=True)
+    loads = []
+
+    def run_one(s, r):   # {busy: result} for 0 and args.contention busy processes
+        both = {}
+        for busy in rotated((0, args.contention), r):
+            spinners = start_spinners(busy)
+            try:
+                res = run_setup(args, s, out_dir, f"{s}-{r}-{'busy' if busy else 'quiet'}")
+            finally:
+                stop_spinners(spinners)
+            both[bool(busy)] = res
+            shown = res.get("error") or f"{per_epoch(res):.1f} s/epoch"
+            print(f"[round {r + 1}/{args.rounds}] {SETUPS[s][0]}, {busy} busy: {shown}", file=sys.stderr, flush=True)
+        return both
+    results = run_rounds(args.rounds, setups, run_one, round_start(args, loads))
+    quiet = {s: [both[False] for both in rs] for s, rs in results.items()}
+    loaded = {s: [both[True] for both in rs] for s, rs in results.items()}
     return quiet, loaded, loads
 
 
@@ -459,23 +464,12 @@ def contention_table(args, setups, quiet, loaded, loads, versions):
             err = next(r["error"] for r in loaded[key] + quiet[key] if "error" in r)[:160].replace("|", "/")
             lines.append(f"| {SETUPS[key][0]} | n/a (error: {err}) | | | |")
             continue
-        vs_ddp = median_ratio(loaded, key, REFERENCE, per_epoch)
+        vs_ddp = median_ratio(loaded[key], loaded.get(REFERENCE, []), per_epoch)
         lines.append(f"| {SETUPS[key][0]} | {statistics.median(per_epoch(q) for _, q in pairs):.1f} | "
                      f"{statistics.median(per_epoch(b) for b, _ in pairs):.1f} | "
-                     f"{statistics.median(per_epoch(b) / per_epoch(q) for b, q in pairs):.2f} | "
+                     f"{median_ratio(loaded[key], quiet[key], per_epoch):.2f} | "
                      f"{'n/a' if vs_ddp is None else f'{vs_ddp:.2f}'} |")
     return "\n".join(lines)
-
-
-def versions_text(*result_sets):
-    versions = {}
-    for results in result_sets:
-        for rs in results.values():
-            for res in rs:
-                versions.update({k: res[k] for k in ("torch", "deepspeed") if k in res})
-                if "optimizer" in res:
-                    versions["DeepSpeed's optimizer"] = res["optimizer"]
-    return ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "versions n/a"
 
 
 def main():
@@ -518,7 +512,7 @@ def main():
     if not os.path.exists(PINNED_PYTHON):
         sys.exit(f"no {PINNED_PYTHON}: run scripts/setup.sh first")
     if "ds2" in setups or not args.no_fp16_log:
-        ensure_bench_venv()
+        ensure_ds_venv()
 
     out_dir = args.keep or tempfile.mkdtemp(prefix="dp_ddp_zero.")
     os.makedirs(out_dir, exist_ok=True)
@@ -529,17 +523,15 @@ def main():
         if not args.keep:
             subprocess.run(["rm", "-rf", out_dir])
         if args.write:
-            from docs_tables import replace_between_markers
             replace_between_markers(os.path.join(ROOT, "docs", "benchmarks.md"), "dp_ddp_zero_contention", text)
         return
-    results, loads = {s: [] for s in setups}, []
+    loads = []
     # A busy core per --background_load: the same for every setup, started before the rounds.
     spinners = start_spinners(args.background_load)
     try:
-        run_rounds(args, setups, out_dir, results, loads)
+        results = run_quiet(args, setups, out_dir, loads)
     finally:
         stop_spinners(spinners)
-    # rounds were appended in rotated order per setup, so index i is round i for every setup
     tables = [table(args, setups, results, loads, versions_text(results))]
     print(tables[0] + "\n", flush=True)
 
@@ -575,7 +567,6 @@ def main():
     if not args.keep:
         subprocess.run(["rm", "-rf", out_dir])
     if args.write:
-        from docs_tables import replace_between_markers
         # Rounds under a background load have their own table: the quiet one stays.
         marker = "dp_ddp_zero_loaded" if args.background_load else "dp_ddp_zero"
         replace_between_markers(os.path.join(ROOT, "docs", "benchmarks.md"), marker, "\n\n".join(tables))

@@ -11,6 +11,8 @@ import os
 import deepspeed
 import torch
 
+from lib.ports import free_port
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -20,7 +22,7 @@ def main():
     ap.add_argument("--stage", type=int, default=2)
     args = ap.parse_args()
     for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"),
-                       ("MASTER_PORT", os.environ.get("MASTER_PORT", "29517"))):
+                       ("MASTER_PORT", str(free_port()))):
         os.environ.setdefault(key, value)
     torch.manual_seed(1)
     torch.set_num_threads(1)

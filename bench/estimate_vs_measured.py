@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-from docs_tables import replace_between_markers
+from lib.docs_tables import replace_between_markers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKET = 200000   # reduce_bucket_size of examples/ds_config_train_zero2.json

@@ -9,7 +9,8 @@ one intra-op thread per rank; fp32, or bf16 with --bf16 (where the CPU has AVX51
 
 Per stage and side: samples/s over the steps after the warm-up, peak RSS per rank, and the
 time from the rank process's start to the end of its first optimizer step. Rounds interleave
-the sides; the table gives the median over rounds of each round's ratio.
+the sides: each round runs every stage, the three sides back to back (the stages' order and
+the sides' rotated by the round); the table gives the median over rounds of each round's ratio.
 
     python3 bench/finetune_cli.py [--stages 2,3] [--rounds 3] [--steps 10] [--warmup 2]
         [--micro 2] [--seq 128] [--model-size 124m|small] [--bf16] [--dry-run]
@@ -29,16 +30,20 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_trainer import error_of, fmt, median, run_worker  # noqa: E402
-from python_vs_deepspeed import PINNED, ROOT, cpu_line, ensure_ds_venv, write_block  # noqa: E402
+from lib.cpu import cpu_line
+from lib.docs_tables import write_block
+from lib.formatting import fmt
+from lib.hf_trainer_runs import GPT2_SIZES as MODELS, WORLD, run_worker
+from lib.peer_envs import PINNED_PYTHON as PINNED, ensure_ds_venv
+from lib.procs import error_of
+from lib.rounds import rotated, run_rounds
+from lib.stats import median, median_ratio
 
-WORLD = 2
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZEROTRAIN = os.environ.get("ZEROTRAIN_BIN", os.path.join(ROOT, "build", "tools", "zerotrain"))
 SIDES = ["deepspeed", "python", "cli"]
 NAMES = {"deepspeed": "DeepSpeed + transformers", "python": "zerotrain.hf + transformers",
          "cli": "zerotrain train --model hf:"}
-MODELS = {"124m": dict(n_layer=12, n_embd=768, n_head=12), "small": dict(n_layer=2, n_embd=128, n_head=4)}
 GIB = float(1 << 30)
 
 
@@ -123,9 +128,7 @@ def tables(args, rows, command):
              "first step: CLI / DeepSpeed |", "|---|---|---|---|---|"]
     for stage, pairs in rows.items():
         def ratio(key, other):
-            return median(p["cli"][key] / p[other][key] for p in pairs
-                          if "error" not in p["cli"] and "error" not in p[other] and p[other].get(key)
-                          and p["cli"].get(key) is not None)
+            return median_ratio([p["cli"] for p in pairs], [p[other] for p in pairs], key)
         lines.append(f"| {stage} | {fmt(ratio('samples_per_s', 'deepspeed'), '.2f')} | "
                      f"{fmt(ratio('samples_per_s', 'python'), '.2f')} | {fmt(ratio('peak_rss_bytes', 'deepspeed'), '.2f')} | "
                      f"{fmt(ratio('first_step_s', 'deepspeed'), '.2f')} |")
@@ -165,16 +168,16 @@ def main():
     kept = [a for a in sys.argv[1:] if a != "--dry-run"]
     command = "python3 bench/finetune_cli.py " + " ".join(kept)
     ensure_ds_venv()
-    rows = {s: [] for s in stages}
     with tempfile.TemporaryDirectory(prefix="finetune-cli-bench-") as tmp:
         prepare(tmp, args)
-        for rnd in range(args.rounds):
-            for stage in stages:
-                pair = {}
-                for side in SIDES:
-                    pair[side] = run(side, stage, args, tmp, f"r{rnd}-s{stage}-{side}")
-                    print(f"round {rnd + 1} stage {stage} {side}: {pair[side]}", file=sys.stderr, flush=True)
-                rows[stage].append(pair)
+
+        def run_sides(stage, rnd):   # {side: figures}, the sides back to back
+            got = {}
+            for side in rotated(SIDES, rnd):
+                got[side] = run(side, stage, args, tmp, f"r{rnd}-s{stage}-{side}")
+                print(f"round {rnd + 1} stage {stage} {side}: {got[side]}", file=sys.stderr, flush=True)
+            return {side: got[side] for side in SIDES}
+        rows = run_rounds(args.rounds, stages, run_sides)
     text = tables(args, rows, command)
     print(text)
     if not args.dry_run:

@@ -3,12 +3,13 @@
 optimizer offloaded to the CPU, against PyTorch eager with fused AdamW and DeepSpeed 0.19
 (stages 0-3 and stage 2 + CPU offload), all training the built-in GPT (head tied to the token
 embedding) on the same synthetic data with AdamW at a constant learning rate, in one session.
-The setups run interleaved in each round; the table gives medians over rounds and the median
-of each round's ratios: samples/s, the CUDA caching allocator's peak allocated bytes, and the
-time from starting the process to the end of its first optimizer step (library loading,
-CUDA start-up, the model, the engine, DeepSpeed's JIT op builds). The targets:
-zerotrain ZeRO-0 >= 0.95x PyTorch eager's samples/s; zerotrain >= 1.1x DeepSpeed's samples/s
-at every stage at no more GPU memory; a first step far sooner than DeepSpeed's.
+The setups run interleaved in each round, the order rotated by the round; the table gives
+medians over rounds and the median of each round's ratios: samples/s, the CUDA caching
+allocator's peak allocated bytes, and the time from starting the process to the end of its
+first optimizer step (library loading, CUDA start-up, the model, the engine, DeepSpeed's JIT
+op builds). The targets: zerotrain ZeRO-0 >= 0.95x PyTorch eager's samples/s; zerotrain >=
+1.1x DeepSpeed's samples/s at every stage at no more GPU memory; a first step far sooner than
+DeepSpeed's.
 
     python3 bench/gpu_train.py [--build build] [--models small,124m] [--rounds 3] [--write]
     python3 bench/gpu_train.py --device cpu --smoke      # checks the script on a CPU machine
@@ -22,7 +23,7 @@ torch.autocast(bfloat16), its usual mixed precision, with torch.optim.AdamW(fuse
 
 Pythons: the PyTorch peer runs with --python (default: $ZEROTRAIN_HOME/venv/bin/python, else
 this interpreter); DeepSpeed with --ds_python (default: $ZEROTRAIN_HOME/bench-venv, which
-bench/stage3_vs_peers.py creates from PyPI where it is missing; a machine without PyPI needs a
+bench/lib/peer_envs.py creates from PyPI where it is missing; a machine without PyPI needs a
 Python that has deepspeed). A setup that fails shows as "n/a (error: ...)" and the others go
 on. --write puts the tables into docs/benchmarks.md between the gpu_train markers.
 """
@@ -33,17 +34,22 @@ import queue
 import re
 import resource
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gpt_py  # noqa: E402
-import stage3_vs_peers as peers  # noqa: E402  (its config, error-line, venv and CPU helpers)
-from local_ports import free_port  # noqa: E402
+from lib import gpt_py
+from lib.cpu import cpu_line
+from lib.docs_tables import replace_between_markers
+from lib.ds_config import gpt_ds_config
+from lib.formatting import fmt, versions_text
+from lib.peer_envs import DS_PYTHON, DS_VENV, PINNED_PYTHON, ensure_ds_venv
+from lib.ports import free_port
+from lib.procs import first_error_line
+from lib.rounds import run_rounds
+from lib.stats import median, median_ratio
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED, LR = 3, 1e-3
@@ -81,9 +87,7 @@ def offloaded(setup):
 def ds_config(setup, micro=None):
     """One DeepSpeed config: "auto" values for zerotrain (filled from its flags), concrete ones
     for DeepSpeed (micro given), at world size 1, bf16, with the optimizer offloaded for *off."""
-    config = peers.ds_config(stage_of(setup), micro, concrete=micro is not None, bf16=True)
-    if micro is not None:
-        config["train_batch_size"] = micro   # world size 1, no accumulation
+    config = gpt_ds_config(stage_of(setup), LR, micro, concrete=micro is not None, world=1, bf16=True)
     if offloaded(setup):
         config["zero_optimization"]["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     return config
@@ -188,7 +192,7 @@ def run_timed(cmd, env, logfile, timeout, first_step):
 
 
 def failure(code, logfile):
-    return dict(error=f"exit {code}: {peers.first_error_line(open(logfile).read())}")
+    return dict(error=f"exit {code}: {first_error_line(open(logfile).read())}")
 
 
 def run_zerotrain(args, setup, model, micro, warmup, steps, out_dir, tag):
@@ -248,36 +252,25 @@ def gpu_line(python):
 
 def ds_python_for(args):
     """A Python that imports deepspeed: --ds_python, the bench venv, or the peer's Python;
-    the bench venv is made from PyPI when none has it (stage3_vs_peers.ensure_bench_venv)."""
+    the bench venv is made from PyPI when none has it (lib.peer_envs.ensure_ds_venv)."""
     if args.ds_python:
         return args.ds_python
     env = dict(os.environ, DS_ACCELERATOR="cuda" if args.device.startswith("cuda") else "cpu")
-    bench = os.path.join(peers.BENCH_VENV, "bin", "python")
-    for python in (bench, args.python):
+    for python in (DS_PYTHON, args.python):
         if os.path.exists(python) and subprocess.run([python, "-c", "import deepspeed"], env=env,
                                                      capture_output=True).returncode == 0:
             return python
     try:
-        peers.ensure_bench_venv()
+        ensure_ds_venv()
     except (subprocess.CalledProcessError, OSError) as e:
-        print(f"no Python with deepspeed, and making {peers.BENCH_VENV} failed ({e}): the DeepSpeed rows will say so",
+        print(f"no Python with deepspeed, and making {DS_VENV} failed ({e}): the DeepSpeed rows will say so",
               file=sys.stderr)
-    return bench
-
-
-def median_ratio(a_runs, b_runs, key):
-    pairs = [(a[key], b[key]) for a, b in zip(a_runs, b_runs)
-             if "error" not in a and "error" not in b and a.get(key) and b.get(key)]
-    return statistics.median(x / y for x, y in pairs) if pairs else None
+    return DS_PYTHON
 
 
 def median_of(runs, key):
-    values = [r[key] for r in runs if "error" not in r and r.get(key) is not None]
-    return statistics.median(values) if values else None
-
-
-def fmt(value, spec, suffix=""):
-    return "n/a" if value is None else format(value, spec) + suffix
+    """The median over the runs that did not fail of their `key` (None where absent)."""
+    return median(r.get(key) for r in runs if "error" not in r)
 
 
 def ds_twin(setup):
@@ -370,7 +363,7 @@ def main():
         sys.exit(f"--rounds {args.rounds}: give at least 3, so that the medians mean something")
     args.models = args.models or ("tiny" if args.smoke else "small,124m")
     args.zerotrain = args.zerotrain or os.path.join(args.build, "tools", "zerotrain")
-    args.python = args.python or (peers.PINNED_PYTHON if os.path.exists(peers.PINNED_PYTHON) else sys.executable)
+    args.python = args.python or (PINNED_PYTHON if os.path.exists(PINNED_PYTHON) else sys.executable)
 
     models = [m for m in args.models.split(",") if m]
     setups = [s for s in args.only.split(",") if s]
@@ -386,9 +379,9 @@ def main():
             sys.exit("gpu_train.py: no GPU visible (nvidia-smi lists none and torch.cuda.is_available() is False): "
                      "this benchmark measures GPUs; run it on a GPU machine, or check the script here with "
                      "--device cpu --smoke")
-        where = f"GPU: {gpu}; host CPU: {peers.cpu_line()}"
+        where = f"GPU: {gpu}; host CPU: {cpu_line()}"
     else:
-        where = f"CPU only (smoke run, not a GPU measurement): {peers.cpu_line()}"
+        where = f"CPU only (smoke run, not a GPU measurement): {cpu_line()}"
     if any(s.startswith("ds") for s in setups):
         args.ds_python = ds_python_for(args)
     print(f"{where}\nPyTorch peer: {args.python}; DeepSpeed: {args.ds_python or 'not run'}", file=sys.stderr)
@@ -399,33 +392,26 @@ def main():
     for model in models:
         _, micro, warmup, steps = MODELS[model]
         micro, warmup, steps = args.micro or micro, args.warmup or warmup, args.steps or steps
-        results = {s: [] for s in setups}
-        for r in range(args.rounds):
-            for s in setups:
-                tag = f"{model}-{s}-{r}"
-                t0 = time.monotonic()
-                run = run_zerotrain if s.startswith("zt") else run_python
-                res = run(args, s, model, micro, warmup, steps, out_dir, tag)
-                results[s].append(res)
-                shown = res.get("error") or (f"{res['samples_per_s']:.1f} samples/s, "
-                                             f"{fmt(res['memory'] and res['memory'] / (1 << 20), '.0f')} MiB, first "
-                                             f"step {fmt(res['first_step_s'], '.1f')} s, loss {res['first_loss']:.3f} "
-                                             f"-> {res['loss']:.3f}")
-                print(f"[{model} round {r + 1}/{args.rounds}] {SETUPS[s]}: {shown} ({time.monotonic() - t0:.0f} s)",
-                      file=sys.stderr, flush=True)
-        versions = {}
-        for runs in results.values():
-            for run in runs:
-                versions.update({k: run[k] for k in ("torch", "deepspeed") if k in run})
-                if "optimizer" in run:
-                    versions["DeepSpeed's optimizer"] = run["optimizer"]
-        vtext = ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "versions n/a"
-        tables.append(table(args, model, setups, results, micro, warmup, steps, where, vtext))
+
+        def run_one(s, r):
+            tag = f"{model}-{s}-{r}"
+            t0 = time.monotonic()
+            run = run_zerotrain if s.startswith("zt") else run_python
+            res = run(args, s, model, micro, warmup, steps, out_dir, tag)
+            shown = res.get("error") or (f"{res['samples_per_s']:.1f} samples/s, "
+                                         f"{fmt(res['memory'] and res['memory'] / (1 << 20), '.0f')} MiB, first "
+                                         f"step {fmt(res['first_step_s'], '.1f')} s, loss {res['first_loss']:.3f} "
+                                         f"-> {res['loss']:.3f}")
+            print(f"[{model} round {r + 1}/{args.rounds}] {SETUPS[s]}: {shown} ({time.monotonic() - t0:.0f} s)",
+                  file=sys.stderr, flush=True)
+            return res
+
+        results = run_rounds(args.rounds, setups, run_one)
+        tables.append(table(args, model, setups, results, micro, warmup, steps, where, versions_text(results)))
         print(tables[-1] + "\n", flush=True)
     if not args.keep:
         subprocess.run(["rm", "-rf", out_dir])
     if args.write:
-        from docs_tables import replace_between_markers
         replace_between_markers(os.path.join(ROOT, "docs", "benchmarks.md"), "gpu_train", "\n\n".join(tables))
 
 

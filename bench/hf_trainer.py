@@ -16,15 +16,16 @@ time and memory to produce the final Hugging Face folder:
   zerotrain  trainer.save_model(dir) in the training processes
              (stage3_gather_16bit_weights_on_model_save): its memory is what the save adds to
              a rank's RSS (the peak during the save less the RSS before it).
-Rounds interleave the two (DeepSpeed, zerotrain, DeepSpeed, ...); the table gives the median
+Rounds interleave the two: each round runs every stage, the two sides back to back (the
+stages' order and which side goes first rotated by the round); the table gives the median
 over rounds of each round's ratio.
 
     python3 bench/hf_trainer.py [--stages 2,3] [--rounds 3] [--steps 20] [--warmup 2]
         [--micro 2] [--seq 128] [--model-size 124m|small] [--impls deepspeed,zerotrain]
         [--dry-run] [--json FILE]
 
-DeepSpeed runs from $ZEROTRAIN_HOME/ds-venv (made on first use, see
-bench/python_vs_deepspeed.py) under its own launcher (`deepspeed --num_gpus 2`,
+DeepSpeed runs from $ZEROTRAIN_HOME/bench-venv (made on first use, see
+bench/lib/peer_envs.py) under its own launcher (`deepspeed --num_gpus 2`,
 DS_ACCELERATOR=cpu); zerotrain from the pinned venv with the build tree's package
 (build/python) under `python -m zerotrain.launcher --nproc_per_node 2`. The table goes into
 docs/benchmarks.md between the <!-- hf_trainer:<model-size> --> markers unless --dry-run,
@@ -39,70 +40,26 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from local_ports import free_port  # noqa: E402
-from python_vs_deepspeed import DS_VENV, PINNED, ROOT, cpu_line, ensure_ds_venv, write_block  # noqa: E402
+from lib.cpu import cpu_line
+from lib.docs_tables import write_block
+from lib.formatting import fmt
+from lib.hf_trainer_runs import run_worker
+from lib.peer_envs import DS_PYTHON, PINNED_PYTHON, ensure_ds_venv
+from lib.procs import error_of
+from lib.rounds import rotated, run_rounds
+from lib.stats import median, median_ratio
 
-WORLD = 2
-WORKER = os.path.join(ROOT, "bench", "hf_trainer_worker.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONSOLIDATE = os.path.join(ROOT, "bench", "hf_trainer_consolidate.py")
 NAMES = {"deepspeed": "DeepSpeed", "zerotrain": "zerotrain"}
 GIB, MIB = float(1 << 30), float(1 << 20)
-
-
-def ds_config(stage, gather_on_save):
-    """A Trainer user's ds_config: every value the Trainer knows is "auto"."""
-    return {
-        "train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto",
-        "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
-        "optimizer": {"type": "AdamW",
-                      "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
-        "scheduler": {"type": "WarmupDecayLR",
-                      "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto", "warmup_num_steps": "auto",
-                                 "total_num_steps": "auto"}},
-        "zero_optimization": {"stage": stage, "stage3_gather_16bit_weights_on_model_save": gather_on_save},
-        "steps_per_print": 1_000_000,
-    }
 
 
 def prepare_tokenizer(directory):
     """Trains the KJV tokenizer and encodes the text once, so that the ranks only load them."""
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import kjv_data; "
             "kjv_data.train_kjv_tokenizer(sys.argv[2]); kjv_data.kjv_blocks(sys.argv[2])")
-    subprocess.run([PINNED, "-c", code, os.path.join(ROOT, "examples", "hf"), directory], check=True)
-
-
-def error_of(proc):
-    lines = [l for l in (proc.stderr + proc.stdout).splitlines() if "Error" in l or "error" in l]
-    return (lines[-1] if lines else (proc.stderr or proc.stdout)[-300:]).strip()[:300]
-
-
-def run_worker(impl, stage, args, base, tokenizer_dir, final_dir, extra=()):
-    """One run of bench/hf_trainer_worker.py on WORLD ranks under `impl`'s launcher, in `base`:
-    each rank's result, or {"error"}. The final step is each framework's route to a folder:
-    save_model for zerotrain (gathering the weights), the ZeRO checkpoint for DeepSpeed."""
-    config = os.path.join(base, "ds_config.json")
-    with open(config, "w") as f:   # zerotrain's route to the folder gathers the weights on save
-        json.dump(ds_config(stage, gather_on_save=impl == "zerotrain"), f, indent=1)
-    worker = [WORKER, "--impl", impl, "--ds-config", config, "--tokenizer-dir", tokenizer_dir,
-              "--model-size", args.model_size, "--steps", str(args.steps), "--warmup", str(args.warmup),
-              "--micro", str(args.micro), "--seq", str(args.seq),
-              "--final", "zero_checkpoint" if impl == "deepspeed" else "save_model", "--final-dir", final_dir,
-              "--work-dir", os.path.join(base, "work"), "--out", os.path.join(base, "result"), *extra]
-    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-    if impl == "deepspeed":
-        env["DS_ACCELERATOR"] = "cpu"
-        cmd = [os.path.join(DS_VENV, "bin", "deepspeed"), "--num_gpus", str(WORLD), "--master_port",
-               str(free_port()), *worker]
-    else:
-        env["PYTHONPATH"] = os.path.join(ROOT, "build", "python")
-        cmd = [PINNED, "-m", "zerotrain.launcher", "--nproc_per_node", str(WORLD), "--", PINNED, *worker]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
-    with open(os.path.join(base, "log.txt"), "w") as f:
-        f.write(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        return {"error": error_of(proc)}
-    return [json.load(open(os.path.join(base, f"result.rank{r}.json"))) for r in range(WORLD)]
+    subprocess.run([PINNED_PYTHON, "-c", code, os.path.join(ROOT, "examples", "hf"), directory], check=True)
 
 
 def run(impl, stage, args, tmp, tokenizer_dir, label):
@@ -132,7 +89,7 @@ def run(impl, stage, args, tmp, tokenizer_dir, label):
     # DeepSpeed: zero_to_fp32 + save_pretrained, a process of its own.
     out = os.path.join(base, "consolidate.json")
     t0 = time.perf_counter()
-    cons = subprocess.run([os.path.join(DS_VENV, "bin", "python"), CONSOLIDATE, final_dir,
+    cons = subprocess.run([DS_PYTHON, CONSOLIDATE, final_dir,
                            os.path.join(base, "hf"), "--out", out], capture_output=True, text=True, env=env,
                           timeout=3600)
     if cons.returncode != 0:
@@ -140,15 +97,6 @@ def run(impl, stage, args, tmp, tokenizer_dir, label):
     result["final_s"] += time.perf_counter() - t0
     result["final_rss_bytes"] = json.load(open(out))["peak_rss_bytes"]
     return result
-
-
-def median(values):
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
-
-def fmt(value, spec, unit=""):
-    return "n/a" if value is None else format(value, spec) + unit
 
 
 def tables(args, rows, command):
@@ -171,11 +119,8 @@ def tables(args, rows, command):
                   "| stage | samples/s | peak RSS per rank | first step | final folder time | final folder RSS |",
                   "|---|---|---|---|---|---|"]
         for stage, pairs in rows.items():
-            ok = [p for p in pairs if all("error" not in p[i] for i in args.impls)]
-
             def ratio(key):
-                return median(p["zerotrain"][key] / p["deepspeed"][key] for p in ok
-                              if p["zerotrain"].get(key) is not None and p["deepspeed"].get(key))
+                return median_ratio([p["zerotrain"] for p in pairs], [p["deepspeed"] for p in pairs], key)
             lines.append(f"| {stage} | {fmt(ratio('samples_per_s'), '.2f')} | {fmt(ratio('peak_rss_bytes'), '.2f')} | "
                          f"{fmt(ratio('first_step_s'), '.2f')} | {fmt(ratio('final_s'), '.2f')} | "
                          f"{fmt(ratio('final_rss_bytes'), '.2f')} |")
@@ -237,17 +182,17 @@ def main():
     command = "python3 bench/hf_trainer.py " + " ".join(reproducing_args(sys.argv[1:]))
     if "deepspeed" in args.impls:
         ensure_ds_venv()
-    rows = {s: [] for s in stages}
     with tempfile.TemporaryDirectory(prefix="hf-trainer-bench-") as tmp:
         tokenizer_dir = os.path.join(tmp, "tokenizer")
         prepare_tokenizer(tokenizer_dir)
-        for rnd in range(args.rounds):
-            for stage in stages:
-                pair = {}
-                for impl in args.impls:
-                    pair[impl] = run(impl, stage, args, tmp, tokenizer_dir, f"r{rnd}-s{stage}-{impl}")
-                    print(f"round {rnd + 1} stage {stage} {impl}: {pair[impl]}", file=sys.stderr, flush=True)
-                rows[stage].append(pair)
+
+        def run_pair(stage, rnd):   # {impl: figures}, the sides back to back
+            pair = {}
+            for impl in rotated(args.impls, rnd):
+                pair[impl] = run(impl, stage, args, tmp, tokenizer_dir, f"r{rnd}-s{stage}-{impl}")
+                print(f"round {rnd + 1} stage {stage} {impl}: {pair[impl]}", file=sys.stderr, flush=True)
+            return {impl: pair[impl] for impl in args.impls}
+        rows = run_rounds(args.rounds, stages, run_pair)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({str(s): pairs for s, pairs in rows.items()}, f, indent=1)

@@ -23,16 +23,11 @@ import resource
 import sys
 import time
 
+from lib.hf_trainer_runs import GPT2_SIZES as MODELS
+from lib.proc_stats import process_start_s, reset_peak_rss, status_bytes
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples", "hf"))
-
-MODELS = {   # GPT-2's layout: "124m" is GPT2Config's defaults, "small" a smoke-test size
-    "124m": dict(n_layer=12, n_embd=768, n_head=12),
-    "small": dict(n_layer=2, n_embd=128, n_head=4),
-}
-
-sys.path.insert(0, HERE)
-from proc_stats import process_start_s, reset_peak_rss, status_bytes  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples", "hf"))   # kjv_data
 
 
 def main():

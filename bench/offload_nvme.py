@@ -38,8 +38,8 @@ over rounds of that round's ratio. The load average at the start of each round i
 
 The swap folder (default: a new folder under BUILD, which must be on a disk, not tmpfs) holds
 12 bytes per parameter while a setup runs (5.5 GB for the default model) and is emptied after
-each. DeepSpeed runs with the bench venv ($ZEROTRAIN_HOME/bench-venv, made on first use as
-bench/stage3_vs_peers.py does); its first run JIT-builds the async_io, pin_memory and
+each. DeepSpeed runs with the bench venv ($ZEROTRAIN_HOME/bench-venv, made on first use:
+bench/lib/peer_envs.py); its first run JIT-builds the async_io, pin_memory and
 cpu_adam ops (minutes). --write puts the table into docs/benchmarks.md between the
 offload_nvme markers.
 """
@@ -56,11 +56,17 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gpt_py  # noqa: E402
-from local_ports import free_port  # noqa: E402
-from stage3_vs_peers import (BENCH_VENV, ROOT, cpu_line, ensure_bench_venv, first_error_line,  # noqa: E402
-                             run_group)
+from lib import gpt_py
+from lib.cpu import cpu_line
+from lib.docs_tables import replace_between_markers
+from lib.formatting import fmt, versions_text
+from lib.peer_envs import DS_PYTHON, ensure_ds_venv
+from lib.ports import free_port
+from lib.procs import first_error_line, run_group
+from lib.rounds import run_rounds
+from lib.stats import median, median_ratio
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SEED, LR = 3, 1e-5
 MODEL_CONFIG = "preset=small,n_layer=4,n_embd=3072,n_head=24,vocab_size=1024,block_size=32"
@@ -178,7 +184,7 @@ def run_zerotrain(args, device, out_dir, tag):
 def run_deepspeed(args, out_dir, tag):
     nvme = swap_dir(args, tag)
     out, logfile = os.path.join(out_dir, f"{tag}.json"), os.path.join(out_dir, f"{tag}.log")
-    cmd = [os.path.join(BENCH_VENV, "bin", "python"), os.path.abspath(__file__), "--worker", "ds",
+    cmd = [DS_PYTHON, os.path.abspath(__file__), "--worker", "ds",
            "--model_config", args.model_config, "--micro", str(args.micro), "--steps", str(args.steps),
            "--sub_group_size", str(args.sub_group_size), "--buffer_count", str(args.buffer_count),
            "--threads", str(args.threads), "--nvme_path", nvme, "--out", out]
@@ -235,15 +241,6 @@ def io_bound_s(params, bw):
     return nbytes / (bw["read"] * 1e9) + nbytes / (bw["write"] * 1e9)
 
 
-def fmt(value, spec):
-    return "n/a" if value is None else format(value, spec)
-
-
-def median_or_none(values):
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
-
 def table(args, setups, results, ios, loads, engine, versions):
     cfg = gpt_py.parse_model_config(args.model_config)
     params = gpt_py.param_count(cfg)
@@ -268,7 +265,7 @@ def table(args, setups, results, ios, loads, engine, versions):
              f"{', '.join(f'{l:.2f}' for l in loads)}; {cpu_line()}; {versions}", "",
              f"Disk (`zerotrain io-bench` on the swap folder, median of the rounds): zerotrain's engine ({engine}) "
              f"{bw_text(bws)}; raw O_DIRECT {bw_text(raws)}. Bytes moved per optimizer step: {gb:.2f} GB read + "
-             f"{gb:.2f} GB written; IO bound {fmt(median_or_none(bounds), '.2f')} s.", "",
+             f"{gb:.2f} GB written; IO bound {fmt(median(bounds), '.2f')} s.", "",
              "| setup | optimizer step, s | ÷ IO bound | forward + backward, s | whole step, s | "
              "zerotrain ÷ it, optimizer step | zerotrain ÷ it, whole step | peak RSS, MiB | loss, step 1 → last |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -281,10 +278,10 @@ def table(args, setups, results, ios, loads, engine, versions):
             continue
         t = [timed(r) if "error" not in r else None for r in rs]
         med = {k: statistics.median(x[k] for x in t if x) for k in ("opt_s", "fwd_bwd_s", "total_s")}
-        over_bound = median_or_none([x["opt_s"] / b if x and b else None for x, b in zip(t, bounds)])
-        pairs = [(timed(a), x) for a, x in zip(ref, t) if "error" not in a and x]
-        opt_ratio = statistics.median(a["opt_s"] / b["opt_s"] for a, b in pairs) if pairs else None
-        total_ratio = statistics.median(a["total_s"] / b["total_s"] for a, b in pairs) if pairs else None
+        over_bound = median(x["opt_s"] / b if x and b else None for x, b in zip(t, bounds))
+        ref_t = [timed(a) if "error" not in a else None for a in ref]
+        opt_ratio = median_ratio(ref_t, t, "opt_s")
+        total_ratio = median_ratio(ref_t, t, "total_s")
         failed = f" ({len(rs) - len(ok)} of {len(rs)} rounds failed)" if len(ok) < len(rs) else ""
         bound_text = fmt(over_bound, ".2f") if key != "ztcpu" else "(no IO)"
         lines.append(f"| {SETUPS[key]}{failed} | {med['opt_s']:.2f} | {bound_text} | {med['fwd_bwd_s']:.2f} | "
@@ -337,7 +334,7 @@ def main():
     if not os.access(args.zerotrain, os.X_OK):
         sys.exit(f"no {args.zerotrain}: run scripts/setup.sh first")
     if "ds" in setups:
-        ensure_bench_venv()
+        ensure_ds_venv()
     # a kill still removes the swap files (several GB) in the finally below
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("offload_nvme.py: terminated"))
     made_nvme_dir = args.nvme_dir is None
@@ -346,44 +343,39 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     engine = auto_engine(args.zerotrain)
 
-    results, ios, loads = {s: [] for s in setups}, [], []
+    ios, loads = [], []
+
+    def start_round(r, order):   # the disk's bandwidth in this round, before its setups
+        loads.append(os.getloadavg()[0])
+        print(f"[round {r + 1}/{args.rounds}] load average {loads[-1]:.2f}; order io-bench, {', '.join(order)}",
+              file=sys.stderr, flush=True)
+        ios.append(run_io_bench(args, out_dir, f"io-{r}"))
+        io = ios[-1]
+        print(f"[round {r + 1}/{args.rounds}] io-bench: " + (io.get("error") or json.dumps(io)), file=sys.stderr,
+              flush=True)
+
+    def run_one(s, r):
+        t0 = time.monotonic()
+        tag = f"{s}-{r}"
+        if s == "ds":
+            res = run_deepspeed(args, out_dir, tag)
+        else:
+            res = run_zerotrain(args, "nvme" if s == "zt" else "cpu", out_dir, tag)
+        shown = res.get("error") or ", ".join(f"{k} {v:.2f} s" for k, v in timed(res).items())
+        print(f"[round {r + 1}/{args.rounds}] {SETUPS[s]}: {shown} ({time.monotonic() - t0:.0f} s)",
+              file=sys.stderr, flush=True)
+        return res
+
     try:
-        for r in range(args.rounds):
-            loads.append(os.getloadavg()[0])
-            order = setups[r % len(setups):] + setups[:r % len(setups)]
-            print(f"[round {r + 1}/{args.rounds}] load average {loads[-1]:.2f}; order io-bench, {', '.join(order)}",
-                  file=sys.stderr, flush=True)
-            ios.append(run_io_bench(args, out_dir, f"io-{r}"))
-            io = ios[-1]
-            print(f"[round {r + 1}/{args.rounds}] io-bench: " + (io.get("error") or json.dumps(io)), file=sys.stderr,
-                  flush=True)
-            for s in order:
-                t0 = time.monotonic()
-                tag = f"{s}-{r}"
-                if s == "ds":
-                    res = run_deepspeed(args, out_dir, tag)
-                else:
-                    res = run_zerotrain(args, "nvme" if s == "zt" else "cpu", out_dir, tag)
-                results[s].append(res)
-                shown = res.get("error") or ", ".join(f"{k} {v:.2f} s" for k, v in timed(res).items())
-                print(f"[round {r + 1}/{args.rounds}] {SETUPS[s]}: {shown} ({time.monotonic() - t0:.0f} s)",
-                      file=sys.stderr, flush=True)
+        results = run_rounds(args.rounds, setups, run_one, start_round)
     finally:
         if made_nvme_dir:
             shutil.rmtree(args.nvme_dir, ignore_errors=True)
         if not args.keep:
             shutil.rmtree(out_dir, ignore_errors=True)
-    versions = {}
-    for rs in results.values():
-        for res in rs:
-            versions.update({k: res[k] for k in ("torch", "deepspeed") if k in res})
-            if "optimizer" in res:
-                versions["DeepSpeed's optimizer"] = res["optimizer"]
-    vtext = ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "versions n/a"
-    text = table(args, setups, results, ios, loads, engine, vtext)
+    text = table(args, setups, results, ios, loads, engine, versions_text(results))
     print(text + "\n", flush=True)
     if args.write:
-        from docs_tables import replace_between_markers
         replace_between_markers(os.path.join(ROOT, "docs", "benchmarks.md"), "offload_nvme", text)
 
 

@@ -3,7 +3,7 @@
 on a transformers GPT-2 built from a config (nothing downloaded) and synthetic tokens; or
 the same model and data under PyTorch FSDP2 (--impl fsdp2: fully_shard on every block, then
 the root, plain AdamW). --model gpt-<preset> trains the `zerotrain train --model gpt` model
-instead (bench/gpt_py.py: the same layers, the same synthetic sequences), so that the Python
+instead (bench/lib/gpt_py.py: the same layers, the same synthetic sequences), so that the Python
 front end can be compared with the C++ command on one model; --config then gives the
 ds_config both read.
 Writes this rank's figures as JSON to --out.<rank>: the time from process start to the end
@@ -16,9 +16,8 @@ import resource
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gpt_py  # noqa: E402   (no torch at import)
-from proc_stats import process_start_s  # noqa: E402
+from lib import gpt_py   # (no torch at import)
+from lib.proc_stats import process_start_s
 
 MODELS = {   # GPT-2's layout at two sizes
     "10m": dict(n_layer=4, n_head=6, n_embd=384, vocab_size=8192, n_positions=128),   # 10.3M parameters

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """The Python front end against the C++ command on one model: `zerotrain train --model gpt`
 and bench/py_train.py's `import zerotrain as deepspeed` script on the same GPT in Python
-(bench/gpt_py.py: the same layers, the same synthetic sequences), with one ds_config file,
+(bench/lib/gpt_py.py: the same layers, the same synthetic sequences), with one ds_config file,
 2 ranks under `zerotrain launch` on gloo, one intra-op thread per rank. Both time the same
 steps: the second half of the run (`zerotrain train` logs every `--steps` steps, and its
 second log's samples/s covers exactly those). Each round runs every stage once, the two
-back to back; the table gives the median over rounds of each round's ratio Python / C++.
+back to back (the stages' order and which of the two goes first rotated by the round); the
+table gives the median over rounds of each round's ratio Python / C++.
 
     ~/.cache/zerotrain/venv/bin/python bench/python_vs_cli.py [--preset small] [--stages 0,3]
         [--rounds 3] [--steps 10] [--micro 8] [--write]
@@ -20,7 +21,13 @@ import subprocess
 import sys
 import tempfile
 
-from python_vs_deepspeed import PINNED, ROOT, cpu_line, write_block
+from lib.cpu import cpu_line
+from lib.docs_tables import write_block
+from lib.peer_envs import PINNED_PYTHON as PINNED
+from lib.rounds import rotated, run_rounds
+from lib.stats import median_ratio
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 WORLD = 2
 LR = 3e-3
@@ -75,16 +82,17 @@ def main():
     args = ap.parse_args()
     zt = os.path.join(args.build, "tools", "zerotrain")
     stages = [int(s) for s in args.stages.split(",")]
-    ratios = {s: [] for s in stages}
     with tempfile.TemporaryDirectory() as tmp:
-        for rnd in range(args.rounds):
-            for stage in stages:
-                path = os.path.join(tmp, f"zero{stage}.json")
-                json.dump(config(stage, args.micro), open(path, "w"))
-                cli = run_cli(zt, path, args, tmp, stage)
-                py = run_python(path, args, tmp, stage)
-                ratios[stage].append((py, cli))
-                print(f"round {rnd + 1} stage {stage}: python {py} cli {cli}", file=sys.stderr, flush=True)
+        def run_pair(stage, rnd):   # (python, cli), back to back
+            path = os.path.join(tmp, f"zero{stage}.json")
+            json.dump(config(stage, args.micro), open(path, "w"))
+            runs = {"cli": lambda: run_cli(zt, path, args, tmp, stage),
+                    "python": lambda: run_python(path, args, tmp, stage)}
+            got = {side: runs[side]() for side in rotated(runs, rnd)}
+            print(f"round {rnd + 1} stage {stage}: python {got['python']} cli {got['cli']}", file=sys.stderr,
+                  flush=True)
+            return got["python"], got["cli"]
+        ratios = run_rounds(args.rounds, stages, run_pair)
     lines = [f"CPU: {cpu_line()}. The built-in GPT, preset {args.preset}, world size {WORLD} on gloo, 1 intra-op "
              f"thread per rank, micro-batch {args.micro}, AdamW; {args.steps} timed steps after {args.steps}; "
              f"{args.rounds} rounds, interleaved. Ratios are Python / C++ (`zerotrain train`), the median over "
@@ -93,9 +101,9 @@ def main():
              "C++ peak RSS |", "|---|---|---|---|---|---|---|"]
     mib = 1 << 20
     for stage, pairs in ratios.items():
-        med = lambda f: statistics.median(f(p, c) for p, c in pairs)   # noqa: E731
-        lines.append(f"| {stage} | {med(lambda p, c: p['samples_per_s'] / c['samples_per_s']):.3f} | "
-                     f"{med(lambda p, c: p['peak_rss_bytes'] / c['peak_rss_bytes']):.2f} | "
+        pys, clis = [p for p, _ in pairs], [c for _, c in pairs]
+        lines.append(f"| {stage} | {median_ratio(pys, clis, 'samples_per_s'):.3f} | "
+                     f"{median_ratio(pys, clis, 'peak_rss_bytes'):.2f} | "
                      f"{statistics.median(p['samples_per_s'] for p, _ in pairs):.3g} | "
                      f"{statistics.median(c['samples_per_s'] for _, c in pairs):.3g} | "
                      f"{statistics.median(p['peak_rss_bytes'] for p, _ in pairs) / mib:.0f} MiB | "

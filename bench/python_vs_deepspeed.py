@@ -3,7 +3,8 @@
 with `import deepspeed` (0.19.8, CPU accelerator) and with `import zerotrain as deepspeed`,
 on transformers' GPT-2 at two sizes, 2 ranks on this machine, one intra-op thread per rank,
 both started by `zerotrain launch`. Each round runs every setup once, zerotrain and
-DeepSpeed back to back; the table gives per setup the median over rounds of each round's
+DeepSpeed back to back (the setups' order and which of the two goes first rotated by the
+round); the table gives per setup the median over rounds of each round's
 ratio (samples/s, peak RSS per rank, time from process start to the end of the first step).
 --peer fsdp2 compares with PyTorch FSDP2 (fully_shard per block, the same script's model and
 data) instead; use it with --stages 3.
@@ -11,46 +12,28 @@ data) instead; use it with --stages 3.
     python3 bench/python_vs_deepspeed.py [--models 10m,124m] [--stages 0,1,2,3] [--dtypes fp32,bf16]
         [--rounds 3] [--steps 6] [--warmup 2] [--micro 4] [--peer deepspeed|fsdp2] [--write]
 
-DeepSpeed runs from $ZEROTRAIN_HOME/ds-venv, made on first use: a venv that sees the pinned
-venv's packages (torch among them, not downloaded again) and adds deepspeed==0.19.8.
+DeepSpeed runs from $ZEROTRAIN_HOME/bench-venv, made on first use (bench/lib/peer_envs.py): a
+venv that sees the pinned venv's packages (torch among them, not downloaded again) and adds
+deepspeed==0.19.8.
 --write puts the table into docs/benchmarks.md between the python_vs_<peer>:<models>[:<dtypes>]
 markers (the dtypes when not fp32 alone).
 """
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
 
+from lib.cpu import cpu_line
+from lib.docs_tables import write_block
+from lib.peer_envs import PINNED_PYTHON as PINNED, ensure_ds_venv
+from lib.rounds import rotated, run_rounds
+from lib.stats import median_ratio
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HOME = os.environ.get("ZEROTRAIN_HOME", os.path.expanduser("~/.cache/zerotrain"))
-PINNED = os.path.join(HOME, "venv", "bin", "python")
-DS_VENV = os.path.join(HOME, "ds-venv")
-DS_VERSION = "0.19.8"
 WORLD = 2
-
-
-def ensure_ds_venv():
-    python = os.path.join(DS_VENV, "bin", "python")
-    stamp = os.path.join(DS_VENV, f".deepspeed-{DS_VERSION}")
-    if os.path.exists(stamp):
-        return python
-    print(f"creating {DS_VENV} with deepspeed=={DS_VERSION} (once per machine)", file=sys.stderr)
-    subprocess.run([PINNED, "-m", "venv", DS_VENV], check=True)
-    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    pinned_site = subprocess.run([PINNED, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
-    with open(os.path.join(site, "zz_pinned_venv.pth"), "w") as f:
-        f.write(pinned_site + "\n")   # torch and transformers from the pinned venv, the same files
-    subprocess.run([python, "-m", "pip", "install", "-q", f"deepspeed=={DS_VERSION}"], check=True)
-    subprocess.run([python, "-c", "import deepspeed"], check=True, env=dict(os.environ, DS_ACCELERATOR="cpu"))
-    open(stamp, "w").close()
-    return python
 
 
 def run(impl, python, model, stage, dtype, steps, tmp, micro=4, warmup=2):
@@ -71,15 +54,6 @@ def run(impl, python, model, stage, dtype, steps, tmp, micro=4, warmup=2):
             "loss0": statistics.mean(r["losses"][0] for r in ranks)}
 
 
-def cpu_line():
-    info = open("/proc/cpuinfo").read()
-    name = re.search(r"^model name\s*:\s*(.*)$", info, re.M)
-    flags = set(re.search(r"^flags\s*:\s*(.*)$", info, re.M).group(1).split())
-    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_tile")
-    return (f"{name.group(1).strip() if name else 'unknown CPU'}, {os.cpu_count()} cores "
-            f"({', '.join(f + ('' if f in flags else ' no') for f in wanted)})")
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="10m,124m")
@@ -96,14 +70,15 @@ def main():
     peer_name = {"deepspeed": "DeepSpeed", "fsdp2": "FSDP2"}[args.peer]
     setups = [(m, int(s), d) for m in args.models.split(",") for d in args.dtypes.split(",")
               for s in args.stages.split(",")]
-    rows = {s: [] for s in setups}
+    pythons = {"zerotrain": PINNED, args.peer: peer_python}
     with tempfile.TemporaryDirectory() as tmp:
-        for rnd in range(args.rounds):
-            for setup in setups:
-                zt = run("zerotrain", PINNED, *setup, args.steps, tmp, args.micro, args.warmup)
-                ds = run(args.peer, peer_python, *setup, args.steps, tmp, args.micro, args.warmup)
-                rows[setup].append((zt, ds))
-                print(f"round {rnd + 1} {setup}: zerotrain {zt}\n    {args.peer} {ds}", file=sys.stderr, flush=True)
+        def run_pair(setup, rnd):   # (zerotrain, peer), back to back
+            got = {impl: run(impl, pythons[impl], *setup, args.steps, tmp, args.micro, args.warmup)
+                   for impl in rotated(pythons, rnd)}
+            print(f"round {rnd + 1} {setup}: zerotrain {got['zerotrain']}\n    {args.peer} {got[args.peer]}",
+                  file=sys.stderr, flush=True)
+            return got["zerotrain"], got[args.peer]
+        rows = run_rounds(args.rounds, setups, run_pair)
     lines = [f"CPU: {cpu_line()}. World size {WORLD} (`zerotrain launch`), 1 intra-op thread per rank, "
              f"{args.steps} timed steps after {args.warmup} warm-up steps, micro-batch {args.micro} × 128 tokens, AdamW; "
              f"{args.rounds} rounds, interleaved. Ratios are zerotrain / {peer_name}, the median over rounds.", "",
@@ -116,11 +91,11 @@ def main():
             err = next((p.get("error") for pair in pairs for p in pair if "error" in p), "?")
             lines.append(f"| {model} | {dtype} | {stage} | n/a ({err}) | | | | | | |")
             continue
-        med = lambda f: statistics.median(f(z, d) for z, d in ok)   # noqa: E731
+        zts, peers = [z for z, _ in ok], [d for _, d in ok]
         lines.append(
-            f"| {model} | {dtype} | {stage} | {med(lambda z, d: z['samples_per_s'] / d['samples_per_s']):.2f} | "
-            f"{med(lambda z, d: z['peak_rss_bytes'] / d['peak_rss_bytes']):.2f} | "
-            f"{med(lambda z, d: z['first_step_s'] / d['first_step_s']):.2f} | "
+            f"| {model} | {dtype} | {stage} | {median_ratio(zts, peers, 'samples_per_s'):.2f} | "
+            f"{median_ratio(zts, peers, 'peak_rss_bytes'):.2f} | "
+            f"{median_ratio(zts, peers, 'first_step_s'):.2f} | "
             f"{statistics.median(z['samples_per_s'] for z, _ in ok):.3g} | "
             f"{statistics.median(d['samples_per_s'] for _, d in ok):.3g} | "
             f"{statistics.median(z['first_step_s'] for z, _ in ok):.1f} s | "
@@ -129,20 +104,6 @@ def main():
     print(text)
     if args.write:
         write_block(f"python_vs_{args.peer}:{args.models}" + ("" if args.dtypes == "fp32" else f":{args.dtypes}"), text)
-
-
-def write_block(key, text):
-    """Puts `text` into docs/benchmarks.md between the <!-- key --> markers (added at the
-    end the first time)."""
-    path = os.path.join(ROOT, "docs", "benchmarks.md")
-    doc = open(path).read()
-    begin, end = f"<!-- {key} -->", f"<!-- {key} end -->"
-    block = f"{begin}\n{text}\n{end}"
-    if begin in doc and end in doc:
-        doc = doc[:doc.index(begin)] + block + doc[doc.index(end) + len(end):]
-    else:
-        doc += "\n" + block + "\n"
-    open(path, "w").write(doc)
 
 
 if __name__ == "__main__":

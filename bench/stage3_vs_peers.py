@@ -5,9 +5,9 @@ the token embedding) on the same synthetic data with AdamW, fp32, 2 ranks on thi
 (--world N for another count),
 one intra-op thread per rank. zerotrain runs on its default backend under `zerotrain launch`
 (shared memory between its ranks: docs/benchmarks.md); the Python peers on gloo, the CPU
-backend the torch wheel has. The setups run interleaved in each round; the
-tables give medians over rounds, and the median over rounds of each round's ratio of
-zerotrain ZeRO-3 to the setup. A setup that fails (e.g. a stage this build does not
+backend the torch wheel has. The setups run interleaved in each round, the order rotated by
+the round; the tables give medians over rounds, and the median over rounds of each round's
+ratio of zerotrain ZeRO-3 to the setup. A setup that fails (e.g. a stage this build does not
 support) shows as "n/a (error: ...)" and the others go on.
 
     python3 bench/stage3_vs_peers.py [--build build] [--models small,124m] [--rounds 3]
@@ -19,30 +19,32 @@ variables for zerotrain's ranks (ZEROTRAIN_SHM=0 measures it without shared memo
 
 The Python peers run with $ZEROTRAIN_HOME/venv/bin/python (scripts/setup.sh makes it) for
 FSDP2, and with $ZEROTRAIN_HOME/bench-venv/bin/python for DeepSpeed: that venv is created
-on first use (torch==2.15.0 and deepspeed==0.19.8 from PyPI; the pinned venv is left
-alone). --write puts the tables into docs/benchmarks.md between the stage3_vs_peers markers.
+on first use (deepspeed==0.19.8 from PyPI over the pinned venv's torch, which is left alone:
+bench/lib/peer_envs.py). --write puts the tables into docs/benchmarks.md between the
+stage3_vs_peers markers.
 """
 import argparse
 import json
 import os
-import re
 import resource
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gpt_py  # noqa: E402
-from local_ports import free_port  # noqa: E402
+from lib import gpt_py
+from lib.cpu import cpu_line
+from lib.docs_tables import replace_between_markers
+from lib.ds_config import gpt_ds_config
+from lib.formatting import fmt, versions_text
+from lib.peer_envs import DS_PYTHON, PINNED_PYTHON, ensure_ds_venv
+from lib.ports import free_port
+from lib.procs import first_error_line, run_group
+from lib.rounds import run_rounds
+from lib.stats import median_ratio
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ZEROTRAIN_HOME = os.environ.get("ZEROTRAIN_HOME", os.path.expanduser("~/.cache/zerotrain"))
-PINNED_PYTHON = os.path.join(ZEROTRAIN_HOME, "venv", "bin", "python")
-BENCH_VENV = os.path.join(ZEROTRAIN_HOME, "bench-venv")
-TORCH_VERSION, NUMPY_VERSION, DEEPSPEED_VERSION = "2.15.0", "2.4.6", "0.19.8"
 WORLD, SEED, LR = 2, 3, 1e-3
 
 MODELS = {  # name: (--model_config, default micro-batch, warmup steps, measured steps)
@@ -68,20 +70,8 @@ ZERO_EXTRA = {}  # --zero: keys added to every setup's zero_optimization block
 
 def ds_config(stage, micro=None, concrete=False, gas=1, bf16=False, overlap_comm=True):
     """One DeepSpeed config for zerotrain ("auto" filled from the flags) and DeepSpeed (filled here)."""
-    zero = {"stage": stage, "overlap_comm": overlap_comm, **ZERO_EXTRA}
-    if stage == 3:
-        zero["stage3_param_persistence_threshold"] = 0
-    auto = lambda v: v if concrete else "auto"  # noqa: E731
-    return {
-        "train_batch_size": auto(None if micro is None else micro * WORLD * gas),
-        "train_micro_batch_size_per_gpu": auto(micro),
-        "gradient_accumulation_steps": auto(gas),
-        "gradient_clipping": auto(0.0),
-        "optimizer": {"type": "AdamW", "params": {"lr": auto(LR), "betas": auto([0.9, 0.999]), "eps": auto(1e-8),
-                                                  "weight_decay": auto(0.0)}},
-        "zero_optimization": zero,
-        **({"bf16": {"enabled": auto(True)}} if bf16 else {}),
-    }
+    return gpt_ds_config(stage, LR, micro, concrete=concrete, world=WORLD, gas=gas, bf16=bf16,
+                         overlap_comm=overlap_comm, zero_extra=ZERO_EXTRA)
 
 
 # --- the Python peers' ranks (run as `stage3_vs_peers.py --worker SETUP ...`) ---------------
@@ -157,39 +147,6 @@ def worker(args):
 
 
 # --- the launcher ------------------------------------------------------------------------------
-def first_error_line(text):
-    """The line that says what went wrong: a Python exception's, zerotrain's typed error, else the first
-    that names an error."""
-    lines = [l.strip() for l in text.splitlines() if l.strip()]
-    exceptions = [l for l in lines if re.match(r"^[\w.]+(Error|Exception|Interrupt)\b", l)]
-    if exceptions:
-        return exceptions[0]
-    # zerotrain's own failures: "zerotrain: [kind] what went wrong" (tools/typed_errors.cpp)
-    typed = [l for l in lines if re.match(r"^(\[rank \d+\] )?zerotrain: \[", l)]
-    errors = typed or [l for l in lines if re.search(r"error|not supported|terminate", l, re.I)]
-    return re.sub(r"^\[rank \d+\] ", "", (errors or lines or ["no output"])[0])
-
-
-def run_group(cmds, envs, log, timeout):
-    """Starts the processes, waits for all; on a failure or the timeout kills the rest."""
-    procs = [subprocess.Popen(c, env=e, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-             for c, e in zip(cmds, envs)]
-    deadline, codes = time.monotonic() + timeout, [None] * len(procs)
-    while None in codes:
-        for i, p in enumerate(procs):
-            codes[i] = p.poll()
-        if any(c not in (None, 0) for c in codes) or time.monotonic() > deadline:
-            time.sleep(2)  # let the failing rank's message reach the log
-            for p in procs:
-                if p.poll() is None:
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.wait()
-            bad = [c for c in codes if c not in (None, 0)]
-            return bad[0] if bad else "timeout"
-        time.sleep(0.2)
-    return 0
-
-
 def run_zerotrain(args, model, stage, micro, warmup, steps, out_dir, tag):
     zt = args.zerotrain
     config = os.path.join(out_dir, f"zt{stage}.json")
@@ -217,7 +174,7 @@ def run_zerotrain(args, model, stage, micro, warmup, steps, out_dir, tag):
 
 
 def run_python(args, setup, model, micro, warmup, steps, out_dir, tag):
-    python = os.path.join(BENCH_VENV, "bin", "python") if setup.startswith("ds") else PINNED_PYTHON
+    python = DS_PYTHON if setup.startswith("ds") else PINNED_PYTHON
     out, logfile = os.path.join(out_dir, f"{tag}.json"), os.path.join(out_dir, f"{tag}.log")
     port = free_port()
     cmd = [python, os.path.abspath(__file__), "--worker", setup, "--model_config", MODELS[model][0],
@@ -235,39 +192,6 @@ def run_python(args, setup, model, micro, warmup, steps, out_dir, tag):
     result = dict(ranks[0], rss=max(r["rss"] for r in ranks), loss=statistics.mean(r["loss"] for r in ranks),
                   first_loss=statistics.mean(r["first_loss"] for r in ranks))
     return result
-
-
-def ensure_bench_venv():
-    """$ZEROTRAIN_HOME/bench-venv: DeepSpeed for the benchmark, apart from the pinned venv CI uses."""
-    python = os.path.join(BENCH_VENV, "bin", "python")
-    stamp = os.path.join(BENCH_VENV, f".zerotrain-deepspeed-{DEEPSPEED_VERSION}-torch-{TORCH_VERSION}")
-    if os.path.exists(stamp):
-        return
-    print(f"creating {BENCH_VENV} with deepspeed=={DEEPSPEED_VERSION} (once per machine)", file=sys.stderr)
-    if not os.path.exists(python):
-        subprocess.run([PINNED_PYTHON, "-m", "venv", "--system-site-packages", BENCH_VENV], check=True)
-    # --system-site-packages sees the base interpreter's packages, not the pinned venv's: torch
-    # usually has to come from PyPI again (the same version as the pinned venv).
-    has_torch = subprocess.run([python, "-c", f"import torch; assert torch.__version__.startswith('{TORCH_VERSION}')"],
-                               capture_output=True).returncode == 0
-    pkgs = [f"deepspeed=={DEEPSPEED_VERSION}"] + ([] if has_torch else [f"torch=={TORCH_VERSION}",
-                                                                       f"numpy=={NUMPY_VERSION}"])
-    subprocess.run([python, "-m", "pip", "install", "-q"] + pkgs, check=True)
-    subprocess.run([python, "-c", "import torch, deepspeed"], check=True, env=dict(os.environ, DS_ACCELERATOR="cpu"))
-    open(stamp, "w").close()
-
-
-def cpu_line():
-    info = open("/proc/cpuinfo").read()
-    name = re.search(r"^model name\s*:\s*(.*)$", info, re.M)
-    flags = set(re.search(r"^flags\s*:\s*(.*)$", info, re.M).group(1).split())
-    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
-    return (f"{name.group(1).strip() if name else 'unknown CPU'}, {os.cpu_count()} cores "
-            f"({', '.join(f + ('' if f in flags else ' no') for f in wanted)})")
-
-
-def fmt(value, spec):
-    return "n/a" if value is None else format(value, spec)
 
 
 def table(model, setups, results, micro, warmup, steps, rounds, versions, gas=1, bf16=False):
@@ -291,9 +215,8 @@ def table(model, setups, results, micro, warmup, steps, rounds, versions, gas=1,
             continue
         speed = statistics.median(r["samples_per_s"] for r in ok)
         rss = statistics.median(r["rss"] for r in ok)
-        pairs = [(a, b) for a, b in zip(ref or [], rs) if "error" not in a and "error" not in b]
-        speed_ratio = statistics.median(a["samples_per_s"] / b["samples_per_s"] for a, b in pairs) if pairs else None
-        rss_ratio = statistics.median(a["rss"] / b["rss"] for a, b in pairs) if pairs else None
+        speed_ratio = median_ratio(ref or [], rs, "samples_per_s")
+        rss_ratio = median_ratio(ref or [], rs, "rss")
         failed = f" ({len(rs) - len(ok)} of {len(rs)} rounds failed)" if len(ok) < len(rs) else ""
         lines.append(f"| {SETUPS[key]}{failed} | {speed:.2f} | {rss / mib:.0f} | {fmt(speed_ratio, '.2f')} | "
                      f"{fmt(rss_ratio, '.2f')} | {ok[-1]['first_loss']:.3f} → {ok[-1]['loss']:.3f} |")
@@ -305,15 +228,13 @@ def table(model, setups, results, micro, warmup, steps, rounds, versions, gas=1,
         lines += ["", f"**Not like for like:** zerotrain's gpt has {zt_params} parameters, the Python replica "
                       f"{gpt_py.param_count(cfg)} (head tied to wte): {why}."]
     if "zt2" in results and ref:
-        pairs = [(a, b) for a, b in zip(ref, results["zt2"]) if "error" not in a and "error" not in b]
-        if pairs:
+        speed, rss = median_ratio(ref, results["zt2"], "samples_per_s"), median_ratio(ref, results["zt2"], "rss")
+        if speed is not None:
             lines += ["", f"zerotrain ZeRO-3 vs ZeRO-2 (median of per-round ratios): speed "
-                          f"{statistics.median(a['samples_per_s'] / b['samples_per_s'] for a, b in pairs):.2f}x, "
-                          f"peak RSS {statistics.median(a['rss'] / b['rss'] for a, b in pairs):.2f}x"]
+                          f"{speed:.2f}x, peak RSS {rss:.2f}x"]
+
     def ratio(a_key, b_key):
-        pairs = [(a, b) for a, b in zip(results.get(a_key, []), results.get(b_key, []))
-                 if "error" not in a and "error" not in b]
-        return statistics.median(a["samples_per_s"] / b["samples_per_s"] for a, b in pairs) if pairs else None
+        return median_ratio(results.get(a_key, []), results.get(b_key, []), "samples_per_s")
     extra = [f"{a}/{b} {ratio(a, b):.3f}" for a, b in
              [(f"zt{k}", f"ds{k}") for k in range(4)] + [("zt1", "zt0"), ("zt1", "zt2"), ("zt2", "zt0"),
                                                          ("ds1", "ds0"), ("ds1", "ds2")]
@@ -367,7 +288,7 @@ def main():
     if any(not s.startswith("zt") for s in setups) and not os.path.exists(PINNED_PYTHON):
         sys.exit(f"no {PINNED_PYTHON}: run scripts/setup.sh first")
     if any(s.startswith("ds") for s in setups):
-        ensure_bench_venv()
+        ensure_ds_venv()
 
     out_dir = args.keep or tempfile.mkdtemp(prefix="stage3_vs_peers.")
     os.makedirs(out_dir, exist_ok=True)
@@ -375,33 +296,27 @@ def main():
     for model in models:
         _, micro, warmup, steps = MODELS[model]
         micro, warmup, steps = args.micro or micro, args.warmup or warmup, args.steps or steps
-        results = {s: [] for s in setups}
-        for r in range(args.rounds):
-            for s in setups:
-                tag = f"{model}-{s}-{r}"
-                t0 = time.monotonic()
-                if s.startswith("zt"):
-                    res = run_zerotrain(args, model, int(s[2:]), micro, warmup, steps, out_dir, tag)
-                else:
-                    res = run_python(args, s, model, micro, warmup, steps, out_dir, tag)
-                results[s].append(res)
-                shown = res.get("error") or (f"{res['samples_per_s']:.2f} samples/s, {res['rss'] / (1 << 20):.0f} MiB, "
-                                             f"loss {res['first_loss']:.3f} -> {res['loss']:.3f}")
-                print(f"[{model} round {r + 1}/{args.rounds}] {SETUPS[s]}: {shown} ({time.monotonic() - t0:.0f} s)",
-                      file=sys.stderr, flush=True)
-        versions = {}
-        for rs in results.values():
-            for r in rs:
-                versions.update({k: r[k] for k in ("torch", "deepspeed") if k in r})
-                if "optimizer" in r:
-                    versions["DeepSpeed's optimizer"] = r["optimizer"]
-        vtext = ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "versions n/a"
-        tables.append(table(model, setups, results, micro, warmup, steps, args.rounds, vtext, args.gas, args.bf16))
+
+        def run_one(s, r):
+            tag = f"{model}-{s}-{r}"
+            t0 = time.monotonic()
+            if s.startswith("zt"):
+                res = run_zerotrain(args, model, int(s[2:]), micro, warmup, steps, out_dir, tag)
+            else:
+                res = run_python(args, s, model, micro, warmup, steps, out_dir, tag)
+            shown = res.get("error") or (f"{res['samples_per_s']:.2f} samples/s, {res['rss'] / (1 << 20):.0f} MiB, "
+                                         f"loss {res['first_loss']:.3f} -> {res['loss']:.3f}")
+            print(f"[{model} round {r + 1}/{args.rounds}] {SETUPS[s]}: {shown} ({time.monotonic() - t0:.0f} s)",
+                  file=sys.stderr, flush=True)
+            return res
+
+        results = run_rounds(args.rounds, setups, run_one)
+        tables.append(table(model, setups, results, micro, warmup, steps, args.rounds, versions_text(results),
+                            args.gas, args.bf16))
         print(tables[-1] + "\n", flush=True)
     if not args.keep:
         subprocess.run(["rm", "-rf", out_dir])
     if args.write:
-        from docs_tables import replace_between_markers
         replace_between_markers(os.path.join(ROOT, "docs", "benchmarks.md"), "stage3_vs_peers", "\n\n".join(tables))
 
 

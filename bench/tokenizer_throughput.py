@@ -1,8 +1,9 @@
 """Tokenizer throughput: zerotrain's tokenizer.json encode (bench/tokenizer_throughput.cpp)
 against the tokenizers package's, on one core, on the King James Bible line by line, with the
-same tokenizer file: GPT-2-, Llama-3- and Llama-2-style tokenizers trained here. Rounds
-alternate between the two; each round loads the tokenizer afresh (an empty word cache) and
-times the encode only. Prints a Markdown table of the medians.
+same tokenizer file: GPT-2-, Llama-3- and Llama-2-style tokenizers trained here
+(bench/lib/tokenizer_styles.py). Each round runs the two, which goes first alternating with
+the round; each run loads the tokenizer afresh (an empty word cache) and times the encode
+only. Prints a Markdown table of the medians.
 
     python bench/tokenizer_throughput.py --build build [--rounds 3] [--vocab 16000]
 
@@ -12,7 +13,6 @@ tokenizers are trained here, offline. docs/benchmarks.md has the figures."""
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,11 +23,14 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")
 
 from tokenizers import Tokenizer  # noqa: E402
 
+from lib.cpu import cpu_line  # noqa: E402
+from lib.rounds import run_rounds  # noqa: E402
+from lib.stats import median  # noqa: E402
+from lib.tokenizer_styles import BUILDERS  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples", "hf"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 import kjv_data  # noqa: E402
-import test_tokenizer_parity as styles  # noqa: E402  the GPT-2/Llama 3-style builders
 
 
 NAMES = {"gpt2": "GPT-2-style byte-level BPE", "llama3": "Llama-3-style byte-level BPE",
@@ -58,9 +61,7 @@ def main():
     text = kjv_data.kjv_text()
     lines = text.split("\n")
     text_bytes = sum(len(line.encode("utf-8")) for line in lines)
-    styles.VOCAB = args.vocab
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    print(f"CPU: {cpu}; text: the KJV, {len(lines)} lines, {text_bytes / 1e6:.2f} MB; vocabulary {args.vocab}; "
+    print(f"CPU: {cpu_line()}; text: the KJV, {len(lines)} lines, {text_bytes / 1e6:.2f} MB; vocabulary {args.vocab}; "
           f"median of {args.rounds} rounds\n")
     print("| tokenizer | zerotrain MB/s | tokenizers MB/s | ratio |")
     print("|---|---|---|---|")
@@ -72,16 +73,16 @@ def main():
             directory = os.path.join(tmp, style)
             os.makedirs(directory)
             tokenizer_file = os.path.join(directory, "tokenizer.json")
-            styles.BUILDERS[style](text, flagged=False).save(tokenizer_file)
-            ours, theirs = [], []
-            for _ in range(args.rounds):
-                mb_s, ours_tokens = cpp_round(binary, directory, text_file)
-                ours.append(mb_s)
-                mb_s, theirs_tokens = python_round(tokenizer_file, lines, text_bytes)
-                theirs.append(mb_s)
-                if ours_tokens != theirs_tokens:
-                    sys.exit(f"{style}: zerotrain made {ours_tokens} tokens, tokenizers {theirs_tokens}")
-            a, b = statistics.median(ours), statistics.median(theirs)
+            BUILDERS[style](text, args.vocab).save(tokenizer_file)
+            sides = {"zerotrain": lambda: cpp_round(binary, directory, text_file),
+                     "tokenizers": lambda: python_round(tokenizer_file, lines, text_bytes)}
+
+            def same_tokens(r, got):   # (MB/s, tokens) per side
+                if got["zerotrain"][1] != got["tokenizers"][1]:
+                    sys.exit(f"{style}: zerotrain made {got['zerotrain'][1]} tokens, tokenizers "
+                             f"{got['tokenizers'][1]}")
+            runs = run_rounds(args.rounds, list(sides), lambda side, r: sides[side](), end_round=same_tokens)
+            a, b = (median(mb_s for mb_s, _ in runs[side]) for side in sides)
             print(f"| {NAMES[style]} | {a:.2f} | {b:.2f} | {a / b:.2f}x |", flush=True)
 
 

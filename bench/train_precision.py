@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """`zerotrain train` in fp32, bf16 and fp16 side by side: the built-in GPT at ZeRO stage 2 on
-2 ranks, the three precisions interleaved over several rounds in one invocation. Prints a
-markdown table of samples/s and model_state_bytes per rank with their ratios to fp32 (the
-median over rounds of each round's ratio), and the final loss.
+2 ranks, the three precisions interleaved over several rounds in one invocation (the order
+rotated by the round). Prints a markdown table of samples/s and model_state_bytes per rank
+with their ratios to fp32 (the median over rounds of each round's ratio), and the final loss.
 
     python3 bench/train_precision.py [--build build] [--preset small] [--steps 30] [--rounds 3] [--write]
 
@@ -15,7 +15,9 @@ import statistics
 import subprocess
 import tempfile
 
-from docs_tables import replace_between_markers
+from lib.docs_tables import replace_between_markers
+from lib.rounds import run_rounds
+from lib.stats import median_ratio
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -51,11 +53,8 @@ def main():
     ap.add_argument("--backend", default="gloo")
     ap.add_argument("--write", action="store_true", help="replace the table in docs/benchmarks.md")
     args = ap.parse_args()
-    results = {p: [] for p in PRECISIONS}
     with tempfile.TemporaryDirectory() as out_dir:
-        for r in range(args.rounds):
-            for p in PRECISIONS:
-                results[p].append(run(args, p, out_dir, r))
+        results = run_rounds(args.rounds, PRECISIONS, lambda p, r: run(args, p, out_dir, r))
     mib = 1 << 20
     lines = [f"gpt preset {args.preset}, ZeRO stage 2, 2 ranks x micro-batch {args.micro}, {args.steps} steps, AdamW, "
              f"{args.backend}, 1 thread per rank, {args.rounds} interleaved rounds", "",
@@ -65,7 +64,7 @@ def main():
     for p in PRECISIONS:
         rs = results[p]
         speed = statistics.median(r["samples_per_s"] for r in rs)
-        speed_ratio = statistics.median(r["samples_per_s"] / f["samples_per_s"] for r, f in zip(rs, results["fp32"]))
+        speed_ratio = median_ratio(rs, results["fp32"], "samples_per_s")
         state = rs[0]["state"]
         lines.append(f"| {p} | {speed:.1f} | {speed_ratio:.2f} | {state / mib:.1f} MiB | "
                      f"{state / results['fp32'][0]['state']:.2f} | {max(r['rss'] for r in rs) / mib:.0f} MiB | "

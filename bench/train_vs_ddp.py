@@ -17,8 +17,8 @@ import sys
 import tempfile
 import time
 
-from gpt_py import PRESETS, make_gpt, synthetic_batch
-from local_ports import free_port
+from lib.gpt_py import PRESETS, make_gpt, synthetic_batch
+from lib.ports import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
