@@ -62,7 +62,7 @@ from lib.peer_envs import DS_PYTHON, PINNED_PYTHON, ensure_ds_venv
 from lib.ports import free_port
 from lib.procs import first_error_line, run_group
 from lib.rounds import rotated, run_rounds
-from lib.stats import median_ratio
+from lib.stats import median, median_ratio
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -370,14 +370,14 @@ def table(args, setups, results, loads, versions):
             lines.append(f"| {name} | {procs} × {threads} | n/a (error: {err}) | | | | | |")
             continue
         failed = f" ({len(rs) - len(ok)} of {len(rs)} rounds failed)" if len(ok) < len(rs) else ""
-        epoch_medians = [statistics.median(r["epoch_s"][e] for r in ok) for e in range(len(ok[0]["epoch_s"]))]
+        epoch_medians = [median(r["epoch_s"][e] for r in ok) for e in range(len(ok[0]["epoch_s"]))]
         time_ratio = median_ratio(results[key], results.get(REFERENCE, []), per_epoch)
         rss_ratio = median_ratio(results[key], results.get(REFERENCE, []), "rss")
         accs = sorted({f"{r['accuracy']:.4f}" for r in ok})
-        lines.append(f"| {name}{failed} | {procs} × {threads} | {statistics.median(per_epoch(r) for r in ok):.1f} | "
+        lines.append(f"| {name}{failed} | {procs} × {threads} | {median(per_epoch(r) for r in ok):.1f} | "
                      f"{', '.join(f'{s:.1f}' for s in epoch_medians)} | "
                      f"{'n/a' if time_ratio is None else f'{time_ratio:.2f}'} | "
-                     f"{statistics.median(r['rss'] for r in ok) / mib:.0f} MiB | "
+                     f"{median(r['rss'] for r in ok) / mib:.0f} MiB | "
                      f"{'n/a' if rss_ratio is None else f'{rss_ratio:.2f}'} | {' / '.join(accs)} |")
     return "\n".join(lines)
 
@@ -465,8 +465,8 @@ def contention_table(args, setups, quiet, loaded, loads, versions):
             lines.append(f"| {SETUPS[key][0]} | n/a (error: {err}) | | | |")
             continue
         vs_ddp = median_ratio(loaded[key], loaded.get(REFERENCE, []), per_epoch)
-        lines.append(f"| {SETUPS[key][0]} | {statistics.median(per_epoch(q) for _, q in pairs):.1f} | "
-                     f"{statistics.median(per_epoch(b) for b, _ in pairs):.1f} | "
+        lines.append(f"| {SETUPS[key][0]} | {median(per_epoch(q) for _, q in pairs):.1f} | "
+                     f"{median(per_epoch(b) for b, _ in pairs):.1f} | "
                      f"{median_ratio(loaded[key], quiet[key], per_epoch):.2f} | "
                      f"{'n/a' if vs_ddp is None else f'{vs_ddp:.2f}'} |")
     return "\n".join(lines)

@@ -49,7 +49,7 @@ from lib.peer_envs import DS_PYTHON, DS_VENV, PINNED_PYTHON, ensure_ds_venv
 from lib.ports import free_port
 from lib.procs import first_error_line
 from lib.rounds import run_rounds
-from lib.stats import median, median_ratio
+from lib.stats import median_of, median_ratio
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED, LR = 3, 1e-3
@@ -266,11 +266,6 @@ def ds_python_for(args):
         print(f"no Python with deepspeed, and making {DS_VENV} failed ({e}): the DeepSpeed rows will say so",
               file=sys.stderr)
     return DS_PYTHON
-
-
-def median_of(runs, key):
-    """The median over the runs that did not fail of their `key` (None where absent)."""
-    return median(r.get(key) for r in runs if "error" not in r)
 
 
 def ds_twin(setup):

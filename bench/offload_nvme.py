@@ -50,7 +50,6 @@ import re
 import resource
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -140,9 +139,9 @@ TIMER_LINE = re.compile(r"time \(ms\) \| forward: ([\d.]+) \| backward: ([\d.]+)
 def timed(res, warmup=1):
     """The medians over the steps after the warm-up: optimizer step, forward + backward, whole step (s)."""
     rows = res["steps"][warmup:]
-    return dict(opt_s=statistics.median(r["step_ms"] for r in rows) / 1e3,
-                fwd_bwd_s=statistics.median(r["forward_ms"] + r["backward_ms"] for r in rows) / 1e3,
-                total_s=statistics.median(r["forward_ms"] + r["backward_ms"] + r["step_ms"] for r in rows) / 1e3)
+    return dict(opt_s=median(r["step_ms"] for r in rows) / 1e3,
+                fwd_bwd_s=median(r["forward_ms"] + r["backward_ms"] for r in rows) / 1e3,
+                total_s=median(r["forward_ms"] + r["backward_ms"] + r["step_ms"] for r in rows) / 1e3)
 
 
 def swap_dir(args, tag):
@@ -253,8 +252,8 @@ def table(args, setups, results, ios, loads, engine, versions):
         ok = [v for v in values if v]
         if not ok:
             return "n/a"
-        return (f"read {statistics.median(v['read'] for v in ok):.2f} GB/s, "
-                f"write {statistics.median(v['write'] for v in ok):.2f} GB/s")
+        return (f"read {median(v['read'] for v in ok):.2f} GB/s, "
+                f"write {median(v['write'] for v in ok):.2f} GB/s")
 
     lines = [f"**gpt** ({params / 1e6:.0f}M parameters, head tied; n_layer {cfg['n_layer']}, n_embd {cfg['n_embd']}, "
              f"vocab {cfg['vocab_size']}, {cfg['block_size']} tokens), bf16, ZeRO-3, 1 rank x micro-batch {args.micro}, "
@@ -277,7 +276,7 @@ def table(args, setups, results, ios, loads, engine, versions):
             lines.append(f"| {SETUPS[key]} | n/a (error: {rs[0]['error'][:200].replace('|', '/')}) | | | | | | | |")
             continue
         t = [timed(r) if "error" not in r else None for r in rs]
-        med = {k: statistics.median(x[k] for x in t if x) for k in ("opt_s", "fwd_bwd_s", "total_s")}
+        med = {k: median(x[k] for x in t if x) for k in ("opt_s", "fwd_bwd_s", "total_s")}
         over_bound = median(x["opt_s"] / b if x and b else None for x, b in zip(t, bounds))
         ref_t = [timed(a) if "error" not in a else None for a in ref]
         opt_ratio = median_ratio(ref_t, t, "opt_s")
@@ -286,7 +285,7 @@ def table(args, setups, results, ios, loads, engine, versions):
         bound_text = fmt(over_bound, ".2f") if key != "ztcpu" else "(no IO)"
         lines.append(f"| {SETUPS[key]}{failed} | {med['opt_s']:.2f} | {bound_text} | {med['fwd_bwd_s']:.2f} | "
                      f"{med['total_s']:.2f} | {fmt(opt_ratio, '.2f')} | {fmt(total_ratio, '.2f')} | "
-                     f"{statistics.median(r['rss'] for r in ok) / (1 << 20):.0f} | "
+                     f"{median(r['rss'] for r in ok) / (1 << 20):.0f} | "
                      f"{ok[-1]['first_loss']:.3f} → {ok[-1]['loss']:.3f} |")
     per_round = []
     for r, (io, b) in enumerate(zip(ios, bounds)):

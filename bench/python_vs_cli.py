@@ -16,7 +16,6 @@ table gives the median over rounds of each round's ratio Python / C++.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ from lib.cpu import cpu_line
 from lib.docs_tables import write_block
 from lib.peer_envs import PINNED_PYTHON as PINNED
 from lib.rounds import rotated, run_rounds
-from lib.stats import median_ratio
+from lib.stats import median, median_ratio
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -104,10 +103,10 @@ def main():
         pys, clis = [p for p, _ in pairs], [c for _, c in pairs]
         lines.append(f"| {stage} | {median_ratio(pys, clis, 'samples_per_s'):.3f} | "
                      f"{median_ratio(pys, clis, 'peak_rss_bytes'):.2f} | "
-                     f"{statistics.median(p['samples_per_s'] for p, _ in pairs):.3g} | "
-                     f"{statistics.median(c['samples_per_s'] for _, c in pairs):.3g} | "
-                     f"{statistics.median(p['peak_rss_bytes'] for p, _ in pairs) / mib:.0f} MiB | "
-                     f"{statistics.median(c['peak_rss_bytes'] for _, c in pairs) / mib:.0f} MiB |")
+                     f"{median(p['samples_per_s'] for p, _ in pairs):.3g} | "
+                     f"{median(c['samples_per_s'] for _, c in pairs):.3g} | "
+                     f"{median(p['peak_rss_bytes'] for p, _ in pairs) / mib:.0f} MiB | "
+                     f"{median(c['peak_rss_bytes'] for _, c in pairs) / mib:.0f} MiB |")
     text = "\n".join(lines)
     print(text)
     if args.write:

@@ -30,7 +30,7 @@ from lib.cpu import cpu_line
 from lib.docs_tables import write_block
 from lib.peer_envs import PINNED_PYTHON as PINNED, ensure_ds_venv
 from lib.rounds import rotated, run_rounds
-from lib.stats import median_ratio
+from lib.stats import median, median_ratio
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORLD = 2
@@ -96,10 +96,10 @@ def main():
             f"| {model} | {dtype} | {stage} | {median_ratio(zts, peers, 'samples_per_s'):.2f} | "
             f"{median_ratio(zts, peers, 'peak_rss_bytes'):.2f} | "
             f"{median_ratio(zts, peers, 'first_step_s'):.2f} | "
-            f"{statistics.median(z['samples_per_s'] for z, _ in ok):.3g} | "
-            f"{statistics.median(d['samples_per_s'] for _, d in ok):.3g} | "
-            f"{statistics.median(z['first_step_s'] for z, _ in ok):.1f} s | "
-            f"{statistics.median(d['first_step_s'] for _, d in ok):.1f} s |")
+            f"{median(z['samples_per_s'] for z, _ in ok):.3g} | "
+            f"{median(d['samples_per_s'] for _, d in ok):.3g} | "
+            f"{median(z['first_step_s'] for z, _ in ok):.1f} s | "
+            f"{median(d['first_step_s'] for _, d in ok):.1f} s |")
     text = "\n".join(lines)
     print(text)
     if args.write:

@@ -42,7 +42,7 @@ from lib.peer_envs import DS_PYTHON, PINNED_PYTHON, ensure_ds_venv
 from lib.ports import free_port
 from lib.procs import first_error_line, run_group
 from lib.rounds import run_rounds
-from lib.stats import median_ratio
+from lib.stats import median, median_ratio
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORLD, SEED, LR = 2, 3, 1e-3
@@ -213,8 +213,8 @@ def table(model, setups, results, micro, warmup, steps, rounds, versions, gas=1,
         if not ok:
             lines.append(f"| {SETUPS[key]} | n/a (error: {rs[0]['error'][:160].replace('|', '/')}) | | | | |")
             continue
-        speed = statistics.median(r["samples_per_s"] for r in ok)
-        rss = statistics.median(r["rss"] for r in ok)
+        speed = median(r["samples_per_s"] for r in ok)
+        rss = median(r["rss"] for r in ok)
         speed_ratio = median_ratio(ref or [], rs, "samples_per_s")
         rss_ratio = median_ratio(ref or [], rs, "rss")
         failed = f" ({len(rs) - len(ok)} of {len(rs)} rounds failed)" if len(ok) < len(rs) else ""

@@ -11,13 +11,12 @@ with their ratios to fp32 (the median over rounds of each round's ratio), and th
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import tempfile
 
 from lib.docs_tables import replace_between_markers
 from lib.rounds import run_rounds
-from lib.stats import median_ratio
+from lib.stats import median, median_ratio
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -63,7 +62,7 @@ def main():
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for p in PRECISIONS:
         rs = results[p]
-        speed = statistics.median(r["samples_per_s"] for r in rs)
+        speed = median(r["samples_per_s"] for r in rs)
         speed_ratio = median_ratio(rs, results["fp32"], "samples_per_s")
         state = rs[0]["state"]
         lines.append(f"| {p} | {speed:.1f} | {speed_ratio:.2f} | {state / mib:.1f} MiB | "

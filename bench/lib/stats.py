@@ -10,6 +10,12 @@ def median(values):
     return statistics.median(values) if values else None
 
 
+def median_of(runs, field):
+    """The median over the runs that did not fail of their field (a key or a function of a
+    run); None when none is left."""
+    return median(_value(run, field) for run in runs)
+
+
 def _value(run, field):
     if run is None or "error" in run:   # a failed run: {"error": ...}
         return None
