@@ -1,9 +1,10 @@
 """What the benchmark scripts share (bench/*.py import it as `lib`: a script's own folder is
-first on sys.path). One module per purpose; none imports torch or deepspeed at import time, so
-a launcher, a worker in the DeepSpeed venv and ctest's system Python can all import it.
+first on sys.path). One module per purpose; none imports torch or deepspeed at import time (only
+tokenizer_styles needs a package: tokenizers), so a launcher, a worker in the DeepSpeed venv and
+ctest's system Python can all import it. bench/lib/test_lib.py checks it (by hand, not in ctest).
 
     rounds        the interleaved-rounds loop, the order rotated by the round
-    stats         the median, and the median over rounds of each round's ratio
+    stats         the median (of values, of runs' figures), and the median of per-round ratios
     cpu           the CPU line the tables name the machine with
     peer_envs     the pinned venv and the DeepSpeed venv (made on first use)
     procs         running a process group with a timeout, and the line that says why it failed

@@ -14,7 +14,7 @@ sys.path.insert(0, BENCH)   # `lib` as the scripts import it
 from lib.cpu import cpu_line  # noqa: E402
 from lib.ds_config import gpt_ds_config  # noqa: E402
 from lib.rounds import rotated, run_rounds  # noqa: E402
-from lib.stats import median, median_ratio  # noqa: E402
+from lib.stats import median, median_of, median_ratio  # noqa: E402
 
 CPUINFO = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -57,6 +57,13 @@ def test_median_leaves_out_none():
     assert median([]) is None
     assert median([None]) is None
     assert median(x for x in (5, 7, 6)) == 6
+
+
+def test_median_of_leaves_out_failed_runs():
+    runs = [{"v": 1.0}, {"error": "exit 1"}, {"v": 5.0}, {"v": None}, {"v": 3.0}]
+    assert median_of(runs, "v") == 3.0
+    assert median_of(runs, lambda run: run.get("v") and run["v"] * 2) == 6.0
+    assert median_of([{"error": "x"}], "v") is None
 
 
 def test_median_ratio_is_the_median_of_each_rounds_ratio():
