@@ -27,4 +27,5 @@ set(ZEROTRAIN_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/config/resolve.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/trainer_blocks.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config/effective.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/config/spelled_auto.cpp
 )

@@ -3,6 +3,7 @@
 // (checkpoint/protocol/). save_16bit_model is in model_save.cpp.
 #include <filesystem>
 
+#include "zerotrain/checkpoint/names.h"
 #include "zerotrain/checkpoint/protocol/load.h"
 #include "zerotrain/checkpoint/protocol/save.h"
 #include "zerotrain/core/error.h"
@@ -29,7 +30,7 @@ void Engine::save_checkpoint(const std::string& save_dir, const std::string& tag
   }
   checkpoint::SaveRequest request;
   request.save_dir = save_dir;
-  request.tag = tag.empty() ? "global_step" + std::to_string(s.global_steps) : tag;
+  request.tag = tag.empty() ? checkpoint::kDefaultTagPrefix + std::to_string(s.global_steps) : tag;
   request.save_latest = save_latest;
   request.use_node_local_storage = s.config.checkpoint.use_node_local_storage;
   request.tag_validation = s.config.checkpoint.tag_validation;

@@ -11,10 +11,11 @@ namespace zerotrain::trainer {
 // The spellings --device takes: "auto" (cuda when a GPU is visible, else cpu), "cpu",
 // "cuda" (the GPU LOCAL_RANK names) and "cuda:N" (GPU N for every rank of the node: ranks
 // sharing one GPU, which gloo allows and NCCL refuses). Throws UsageError naming the value.
-void check_device_flag(const std::string& flag);
+void check_device_flag(const std::string& flag, const std::string& origin = "--device");
 
 struct DeviceRequest {
   std::string flag = "auto";
+  std::string origin = "--device";   // where the flag came from, in messages (ZEROTRAIN_DEVICE for Python)
   int local_rank = 0;          // LOCAL_RANK
   int local_world_size = 1;    // ranks on this node
   bool nccl = false;           // the comm backend is nccl: one GPU per rank

@@ -28,8 +28,14 @@ at::ScalarType scalar_type_of(checkpoint::Dtype dtype) {
     case checkpoint::Dtype::kBF16: return at::kBFloat16;
     case checkpoint::Dtype::kF16: return at::kHalf;
     case checkpoint::Dtype::kF64: return at::kDouble;
-    default: return at::ScalarType::Undefined;
+    case checkpoint::Dtype::kBool: return at::kBool;
+    case checkpoint::Dtype::kU8: return at::kByte;
+    case checkpoint::Dtype::kI8: return at::kChar;
+    case checkpoint::Dtype::kI16: return at::kShort;
+    case checkpoint::Dtype::kI32: return at::kInt;
+    case checkpoint::Dtype::kI64: return at::kLong;
   }
+  return at::ScalarType::Undefined;
 }
 
 bool ends_with(const std::string& s, const std::string& tail) {
@@ -79,7 +85,7 @@ HfReader::HfReader(const std::filesystem::path& dir, const HfModelConfig& config
     ZT_CHECK(found->entry.shape == p.shape, ConfigError, file, ": tensor ", stored, " has shape ",
              shape_text(found->entry.shape), " but config.json (", model_words(config), ") makes it ",
              shape_text(p.shape), "; config.json and the weights must be of one model (save both with save_pretrained)");
-    ZT_CHECK(scalar_type_of(found->entry.dtype) != at::ScalarType::Undefined, ConfigError, file, ": tensor ", stored,
+    ZT_CHECK(at::isFloatingType(scalar_type_of(found->entry.dtype)), ConfigError, file, ": tensor ", stored,
              " is ", checkpoint::dtype_tag(found->entry.dtype), "; a weight must be floating point (F32, BF16, F16 "
              "or F64): convert the model with transformers (model.to(torch.float32).save_pretrained(dir))");
     located_[p.name] = found;
@@ -99,15 +105,14 @@ HfReader::HfReader(const std::filesystem::path& dir, const HfModelConfig& config
   }
 }
 
-void HfReader::read(const std::string& name, int64_t offset, int64_t numel, const at::Tensor& out) {
-  const auto it = located_.find(name);
-  ZT_INTERNAL_ASSERT(it != located_.end(), "the HF loader was asked for ", name, ", which the layout does not have");
-  const HfTensorLocation& where = *it->second;
-  ZT_INTERNAL_ASSERT(offset >= 0 && numel >= 0 && offset + numel <= where.entry.numel() && out.numel() == numel &&
-                         out.is_contiguous(),
-                     "the HF loader's read of ", name, " is out of range");
-  auto& file = open_[where.file];
-  if (!file) file = std::make_unique<files::InputFile>(where.file, files::InputFileOptions{.what = "safetensors file"});
+void read_elements(const files::InputFile& file, const HfTensorLocation& where, int64_t offset, int64_t numel,
+                   const at::Tensor& out) {
+  ZT_CHECK(offset >= 0 && numel >= 0 && offset + numel <= where.entry.numel(), UsageError, "elements [", offset, ", ",
+           offset + numel, ") of ", where.entry.name, " in ", where.file.string(), ": the tensor has ",
+           where.entry.numel());
+  ZT_CHECK(out.numel() == numel && out.is_contiguous(), UsageError, "reading ", numel, " elements of ",
+           where.entry.name, " needs a contiguous tensor of as many elements, not one of ", out.numel(),
+           out.is_contiguous() ? "" : " (not contiguous)");
   const at::ScalarType stored = scalar_type_of(where.entry.dtype);
   const int64_t element = checkpoint::dtype_size(where.entry.dtype);
   c10::NoGradGuard no_grad;
@@ -120,10 +125,19 @@ void HfReader::read(const std::string& name, int64_t offset, int64_t numel, cons
   for (int64_t done = 0; done < numel;) {
     const int64_t n = direct ? numel : std::min(numel - done, kBlockElements);
     const at::Tensor target = direct ? flat : buffer.narrow(0, 0, n);
-    file->read_at(where.file_offset + (offset + done) * element, target.data_ptr(), n * element);
+    file.read_at(where.file_offset + (offset + done) * element, target.data_ptr(), n * element);
     if (!direct) flat.narrow(0, done, n).copy_(target);
     done += n;
   }
+}
+
+void HfReader::read(const std::string& name, int64_t offset, int64_t numel, const at::Tensor& out) {
+  const auto it = located_.find(name);
+  ZT_INTERNAL_ASSERT(it != located_.end(), "the HF loader was asked for ", name, ", which the layout does not have");
+  const HfTensorLocation& where = *it->second;
+  auto& file = open_[where.file];
+  if (!file) file = std::make_unique<files::InputFile>(where.file, files::InputFileOptions{.what = "safetensors file"});
+  read_elements(*file, where, offset, numel, out);
 }
 
 std::shared_ptr<HfCausalLm> load_hf_module(const std::filesystem::path& dir, const HfModelConfig& config) {

@@ -47,6 +47,13 @@ class HfReader {
   std::map<std::filesystem::path, std::unique_ptr<files::InputFile>> open_;
 };
 
+// Elements [offset, offset + numel) of the flat row-major tensor at `where` (in `file`) into
+// `out` (contiguous, numel elements, any dtype and device), converted as at::Tensor::copy_
+// converts: straight into `out` when it is a host tensor of the file's dtype, else through
+// a bounded buffer. Throws UsageError for a range outside the tensor or a mismatched `out`.
+void read_elements(const files::InputFile& file, const HfTensorLocation& where, int64_t offset, int64_t numel,
+                   const at::Tensor& out);
+
 // Builds the module of the folder `dir` (whose config.json gave `config`) and loads its
 // weights, whole or, under an active ZeroInit of this thread, each rank its chunks only.
 std::shared_ptr<HfCausalLm> load_hf_module(const std::filesystem::path& dir, const HfModelConfig& config);

@@ -10,6 +10,9 @@ namespace {
 namespace fs = std::filesystem;
 constexpr const char* kSingle = "model.safetensors";
 constexpr const char* kIndex = "model.safetensors.index.json";
+// Formats transformers also reads whose tensors cannot be read in part (pickles, other frameworks).
+constexpr const char* kPickled[] = {"pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5",
+                                    "flax_model.msgpack"};
 
 checkpoint::SafetensorsHeader read_header(const files::InputFile& file) {
   const std::string name = file.path().string();
@@ -35,13 +38,21 @@ fs::path shard_path(const fs::path& dir, const std::string& index_name, const st
 
 }  // namespace
 
-HfWeights HfWeights::open(const fs::path& dir) {
+std::string with_variant(const std::string& name, const std::string& variant) {
+  if (variant.empty()) return name;
+  const size_t last = name.rfind('.');
+  return name.substr(0, last) + "." + variant + name.substr(last);
+}
+
+HfWeights HfWeights::open(const fs::path& dir, const HfWeightsOptions& options) {
   HfWeights w;
   w.dir_ = dir;
   std::error_code ec;
+  const std::string single = with_variant(kSingle, options.variant);
+  const std::string index_file = with_variant(kIndex, options.variant);
   std::map<fs::path, std::vector<std::string>> wanted;   // shard -> the names the index puts there
-  if (fs::exists(dir / kIndex, ec)) {
-    const fs::path index_path = dir / kIndex;
+  if (fs::exists(dir / index_file, ec)) {
+    const fs::path index_path = dir / index_file;
     const std::string index_name = index_path.string();
     const config::Json index = config::read_json_file(index_path);
     ZT_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), ConfigError,
@@ -50,15 +61,25 @@ HfWeights HfWeights::open(const fs::path& dir) {
       wanted[shard_path(dir, index_name, tensor, value)].push_back(tensor);
     }
     ZT_CHECK(!wanted.empty(), ConfigError, index_name, ": the weight_map names no tensor");
-  } else if (fs::exists(dir / kSingle, ec)) {
-    wanted[dir / kSingle];   // every tensor of the file
+  } else if (fs::exists(dir / single, ec)) {
+    wanted[dir / single];   // every tensor of the file
   } else {
-    throw ConfigError(detail::str(dir.string(), ": no ", kSingle, " or ", kIndex, "; save the model with "
+    for (const char* pickled : kPickled) {
+      ZT_CHECK(!fs::exists(dir / with_variant(pickled, options.variant), ec), NotSupported, dir.string(),
+               " holds its weights as ", with_variant(pickled, options.variant), ", which cannot be read in part; "
+               "zerotrain reads each rank's share from safetensors files: save the model once with "
+               "save_pretrained(dir) (safetensors is its default) and load that folder");
+    }
+    throw ConfigError(detail::str(dir.string(), ": no ", single, " or ", index_file, "; save the model with "
                                   "save_pretrained (safetensors is its default; pytorch_model.bin is not read)"));
   }
   for (const auto& [path, names] : wanted) {
     const files::InputFile file(path, {.what = "safetensors file"});
     const checkpoint::SafetensorsHeader header = read_header(file);
+    const auto format = header.metadata.find("format");
+    ZT_CHECK(format == header.metadata.end() || format->second == "pt", NotSupported, path.string(), " holds ",
+             format->second, " weights (its metadata's \"format\"); zerotrain reads PyTorch safetensors only: load it "
+             "once with transformers and save_pretrained it");
     w.files_.push_back(path);
     auto add = [&](const checkpoint::TensorEntry& entry) {
       w.tensors_[entry.name] = {path, entry, header.data_offset + entry.begin};
@@ -69,7 +90,7 @@ HfWeights HfWeights::open(const fs::path& dir) {
     }
     for (const auto& name : names) {
       const checkpoint::TensorEntry* entry = header.find(name);
-      ZT_CHECK(entry != nullptr, ConfigError, (dir / kIndex).string(), ": maps ", name, " to ", path.filename().string(),
+      ZT_CHECK(entry != nullptr, ConfigError, (dir / index_file).string(), ": maps ", name, " to ", path.filename().string(),
                ", which does not hold it (a shard of another save?)");
       add(*entry);
     }

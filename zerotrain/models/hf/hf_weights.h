@@ -21,12 +21,25 @@ struct HfTensorLocation {
   int64_t file_offset = 0;         // where its first byte is in the file
 };
 
+struct HfWeightsOptions {
+  // transformers' `variant=`: "fp16" reads model.fp16.safetensors, or the shards that
+  // model.safetensors.index.fp16.json lists. Empty: the plain names.
+  std::string variant;
+};
+
+// A file name with transformers' variant inserted before its last suffix:
+// model.safetensors -> model.fp16.safetensors, model.safetensors.index.json ->
+// model.safetensors.index.fp16.json.
+std::string with_variant(const std::string& name, const std::string& variant);
+
 class HfWeights {
  public:
   // Throws ConfigError naming the folder when it has neither file, or the index is not one
   // (a name mapped to no file, a file outside the folder, a name its shard does not hold);
+  // NotSupported when the folder holds only pickled weights (pytorch_model.bin), which cannot
+  // be read in part, or safetensors of another framework's layout (metadata format not "pt");
   // CheckpointError naming the file when a safetensors header is damaged.
-  static HfWeights open(const std::filesystem::path& dir);
+  static HfWeights open(const std::filesystem::path& dir, const HfWeightsOptions& options = {});
 
   const HfTensorLocation* find(std::string_view name) const;
   // ConfigError naming the tensor and the folder when it is absent.
