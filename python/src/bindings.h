@@ -18,11 +18,9 @@ void bind_engine(py::module_& m);
 void bind_zero_init(py::module_& m);
 // The estimators, checkpoint reading and consolidation, config checking, facts (tools.cpp).
 void bind_tools(py::module_& m);
-// HF's "auto" values filled from Trainer arguments, for zerotrain.hf (trainer_args.cpp).
-void bind_trainer_args(py::module_& m);
-
-// JSON text <-> Python objects through Python's json module (the config, client_state).
-py::object json_to_python(const std::string& text);
-std::string python_to_json(const py::handle& value);
+// A Hugging Face folder's safetensors weights, read by ranges (hf_weights.cpp).
+void bind_hf_weights(py::module_& m);
+// Sizes and the training device, read as the command line reads them (inputs.cpp).
+void bind_inputs(py::module_& m);
 
 }  // namespace zerotrain::python

@@ -4,6 +4,8 @@
 #include <optional>
 
 #include "bindings.h"
+#include "config_handle.h"
+#include "json_convert.h"
 #include "group.h"
 #include "mirror.h"
 #include "zerotrain/config/effective.h"
@@ -37,8 +39,6 @@ struct PyEngine {
   }
 };
 
-std::string scalar_name(at::ScalarType t) { return dtype_name(t); }
-
 py::dict state_bytes(const ModelStateBytes& b) {
   py::dict d;
   d["params"] = b.params;
@@ -52,25 +52,6 @@ py::dict state_bytes(const ModelStateBytes& b) {
   return d;
 }
 
-// What the Python engine reports from the resolved config.
-py::dict resolved(const Config& c) {
-  py::dict d;
-  d["train_batch_size"] = c.train_batch_size.value.value_or(0);
-  d["train_micro_batch_size_per_gpu"] = c.train_micro_batch_size_per_gpu.value.value_or(0);
-  d["gradient_accumulation_steps"] = c.gradient_accumulation_steps.value.value_or(1);
-  d["zero_stage"] = static_cast<int>(c.zero_optimization.stage);
-  d["gradient_clipping"] = c.gradient_clipping.value;
-  d["fp16"] = c.fp16_enabled();
-  d["bf16"] = c.bf16_enabled();
-  d["fp16_auto_cast"] = c.fp16.auto_cast;
-  d["steps_per_print"] = c.steps_per_print ? py::cast(*c.steps_per_print) : py::none();
-  d["wall_clock_breakdown"] = c.wall_clock_breakdown;
-  d["gather_16bit_weights_on_model_save"] = c.zero_optimization.gather_16bit_weights_on_model_save;
-  d["has_optimizer"] = c.optimizer.has_value();
-  d["has_scheduler"] = c.scheduler.has_value();
-  return d;
-}
-
 }  // namespace
 
 void bind_engine(py::module_& m) {
@@ -79,14 +60,6 @@ void bind_engine(py::module_& m) {
     py::gil_scoped_release no_gil;
     s.scope.close();
   });
-
-  m.def("load_config", [](const std::string& json_text, const std::string& origin, bool allow_unknown_keys) {
-    config::LoadOptions options;
-    options.origin = origin;
-    options.allow_unknown_keys = allow_unknown_keys;
-    return resolved(Config::from_string(json_text, options));
-  }, py::arg("json_text"), py::arg("origin"), py::arg("allow_unknown_keys") = false,
-  "Loads and checks a ds_config (ConfigError on anything the engine would refuse to load).");
 
   py::class_<PyEngine, std::shared_ptr<PyEngine>>(m, "Engine")
       .def("backward", [](PyEngine& e, const at::Tensor& loss, bool scale_wrt_gas) {
@@ -110,12 +83,19 @@ void bind_engine(py::module_& m) {
       .def("micro_steps", [](PyEngine& e) { return e.get().micro_steps(); })
       .def("loss_scale", [](PyEngine& e) { return e.get().loss_scale(); })
       .def("get_global_grad_norm", [](PyEngine& e) { return e.get().get_global_grad_norm(); })
-      .def("model_dtype", [](PyEngine& e) { return scalar_name(e.get().model_dtype()); })
+      .def("model_dtype", [](PyEngine& e) { return e.get().model_dtype(); })   // a torch.dtype
       .def("device", [](PyEngine& e) { return e.get().device().str(); })
       .def("rank", [](PyEngine& e) { return e.get().comm().rank(); })
       .def("world_size", [](PyEngine& e) { return e.get().comm().world_size(); })
       .def("backend", [](PyEngine& e) { return comm::to_string(e.get().comm().backend()); })
-      .def("resolved_config", [](PyEngine& e) { return resolved(e.get().config()); })
+      .def("config", [](PyEngine& e) {
+        // The config the engine runs: the batch triangle resolved at the job's world size.
+        auto handle = std::make_shared<ConfigHandle>();
+        handle->config = e.get().config();
+        handle->origin = "<the engine's config>";
+        handle->raw = handle->config.to_json();
+        return handle;
+      })
       .def("effective_config_table", [](PyEngine& e) { return config::effective_table(e.get().config()); })
       .def("model_state_bytes", [](PyEngine& e) { return state_bytes(e.get().model_state_bytes()); })
       .def("no_sync", [](PyEngine& e) { return std::make_unique<NoSyncScope>(e.get()); })
@@ -157,7 +137,7 @@ void bind_engine(py::module_& m) {
                loaded = e.get().load_checkpoint(load_dir, tag, options);
              }
              if (!loaded) return py::none();
-             return py::make_tuple(loaded->path, json_to_python(loaded->client_state.dump()));
+             return py::make_tuple(loaded->path, to_python(loaded->client_state));
            })
       .def("save_16bit_model",
            [](PyEngine& e, const std::string& save_dir, const std::string& filename, bool exclude_frozen_parameters,
@@ -190,24 +170,22 @@ void bind_engine(py::module_& m) {
   // The model arrives as its mirror; the groups as (name, params, lr or None, weight_decay or None).
   m.def(
       "initialize",
-      [](std::shared_ptr<Mirror> model, const std::string& config_json, const std::string& origin,
+      [](std::shared_ptr<Mirror> model, const ConfigHandle& config,
          const std::vector<std::tuple<std::string, std::vector<at::Tensor>, std::optional<double>,
                                       std::optional<double>>>& groups,
          const py::object& process_group, const py::object& store, const std::string& device) {
-        config::LoadOptions load;
-        load.origin = origin;
-        Config config = Config::from_string(config_json, load);
         InitOptions options;
-        options.comm = adopt_group(process_group, store, device, config);
+        options.comm = adopt_group(process_group, store, device, config.config);
         for (const auto& [name, params, lr, wd] : groups) options.param_groups.push_back({name, params, lr, wd});
         auto engine = std::make_shared<PyEngine>();
         engine->model = model;
+        Config copy = config.config;
         py::gil_scoped_release no_gil;   // the rendezvous waits for the other ranks
-        engine->engine.emplace(zerotrain::initialize(model->module, std::move(config), std::move(options)));
+        engine->engine.emplace(zerotrain::initialize(model->module, std::move(copy), std::move(options)));
         return engine;
       },
-      py::arg("model"), py::arg("config_json"), py::arg("origin"), py::arg("groups"),
-      py::arg("process_group") = py::none(), py::arg("store") = py::none(), py::arg("device") = "cpu");
+      py::arg("model"), py::arg("config"), py::arg("groups"), py::arg("process_group") = py::none(),
+      py::arg("store") = py::none(), py::arg("device") = "cpu");
 }
 
 }  // namespace zerotrain::python

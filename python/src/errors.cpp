@@ -1,6 +1,8 @@
 // zerotrain's C++ errors raised in Python as the classes of zerotrain/errors.py, each a
 // subclass of zerotrain.Error and of the closest built-in (ValueError, RuntimeError, OSError,
-// MemoryError), with the C++ message unchanged.
+// MemoryError). The "[component]" a message starts with is the C++ error's, for errors
+// raised in C++ and in Python alike: zerotrain.errors takes each class's component from
+// error_components() below, so no prefix is typed by hand on either side.
 #include "bindings.h"
 
 #include "zerotrain/core/error.h"
@@ -12,7 +14,8 @@ void raise_as(const char* class_name, const Error& e) {
   // The classes live in Python; importing here (the GIL is held) also works before the
   // package finished importing, since zerotrain.errors has no imports of its own.
   py::object cls = py::module_::import("zerotrain.errors").attr(class_name);
-  PyErr_SetString(cls.ptr(), e.what());
+  py::object error = cls(e.message(), e.component());
+  PyErr_SetObject(cls.ptr(), error.ptr());
 }
 
 }  // namespace
@@ -47,6 +50,20 @@ void bind_errors(py::module_& m) {
       raise_as("Error", e);
     }
   });
+  m.def("error_components", [] {
+    py::dict d;
+    d["ConfigError"] = ConfigError("").component();
+    d["UsageError"] = UsageError("").component();
+    d["NotSupportedError"] = NotSupported("").component();
+    d["CommTimeoutError"] = TimeoutError("").component();
+    d["CommError"] = CommError("").component();
+    d["CheckpointError"] = CheckpointError("").component();
+    d["IoError"] = IoError("").component();
+    d["NumericsError"] = NumericsError("").component();
+    d["ResourceError"] = ResourceError("").component();
+    d["InternalError"] = InternalError("").component();
+    return d;
+  }, "{zerotrain.errors class name: the [component] of the C++ error it stands for}.");
   m.def("_raise_for_test", [](const std::string& kind, const std::string& message) {
     if (kind == "config") throw ConfigError(message);
     if (kind == "usage") throw UsageError(message);

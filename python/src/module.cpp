@@ -1,18 +1,10 @@
 // zerotrain._C: the C++ engine under the Python package (python/zerotrain, docs/python.md).
 #include "bindings.h"
+#include "config_handle.h"
+#include "group.h"
 
 #include "zerotrain/core/logging.h"
 #include "zerotrain/version.h"
-
-namespace zerotrain::python {
-
-py::object json_to_python(const std::string& text) { return py::module_::import("json").attr("loads")(text); }
-
-std::string python_to_json(const py::handle& value) {
-  return py::module_::import("json").attr("dumps")(value).cast<std::string>();
-}
-
-}  // namespace zerotrain::python
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "zerotrain's C++ engine (ZeRO stages 0-3, offload, checkpoints) for the zerotrain package";
@@ -24,5 +16,8 @@ PYBIND11_MODULE(_C, m) {
   zerotrain::python::bind_engine(m);
   zerotrain::python::bind_zero_init(m);
   zerotrain::python::bind_tools(m);
-  zerotrain::python::bind_trainer_args(m);
+  zerotrain::python::bind_config(m);
+  zerotrain::python::bind_group(m);
+  zerotrain::python::bind_hf_weights(m);
+  zerotrain::python::bind_inputs(m);
 }

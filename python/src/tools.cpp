@@ -2,9 +2,11 @@
 // digit for digit), reading a checkpoint into tensors and consolidating it (the streaming
 // C++ reader), the manifest, and config checking.
 #include "bindings.h"
+#include "json_convert.h"
 
 #include "zerotrain/checkpoint/consolidate.h"
 #include "zerotrain/checkpoint/locate.h"
+#include "zerotrain/checkpoint/names.h"
 #include "zerotrain/checkpoint/reader.h"
 #include "zerotrain/comm/job_token.h"
 #include "zerotrain/comm/process_group.h"
@@ -48,6 +50,9 @@ std::vector<std::pair<std::string, at::Tensor>> read_state_dict(const std::strin
 }  // namespace
 
 void bind_tools(py::module_& m) {
+  m.attr("CHECKPOINT_DEFAULT_TAG_PREFIX") = ckpt::kDefaultTagPrefix;
+  m.attr("CLIENT_STATE_SHARED_PARAMS_KEY") = ckpt::kSharedParamsKey;
+  m.attr("CLIENT_STATE_LR_SCHEDULER_KEY") = ckpt::kLrSchedulerKey;
   m.def("rendezvous_from_env", [] {
     const comm::RendezvousInfo r = comm::rendezvous_from_env();
     py::dict d;
@@ -113,13 +118,12 @@ void bind_tools(py::module_& m) {
     return files;
   });
   m.def("read_manifest", [](const std::string& dir, const std::string& tag) {
-    std::string text;
+    config::Json j;
     {
       py::gil_scoped_release no_gil;
       const ckpt::LocatedTag located = ckpt::locate_tag(dir, tag);
       ckpt::CheckpointReader reader(located.tag_dir);
       const auto& man = reader.manifest();
-      config::Json j;
       j["tag_dir"] = located.tag_dir.string();
       j["tag"] = located.tag;
       j["world_size"] = man.world_size;
@@ -128,9 +132,8 @@ void bind_tools(py::module_& m) {
       j["client_state"] = man.client_state;
       j["frozen"] = config::Json::array();
       for (const auto& f : man.frozen) j["frozen"].push_back(f.name);
-      text = j.dump();
     }
-    return json_to_python(text);
+    return to_python(j);
   }, py::arg("checkpoint_dir"), py::arg("tag") = "");
 }
 

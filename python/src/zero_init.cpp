@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "bindings.h"
+#include "config_handle.h"
 #include "group.h"
 #include "mirror.h"
 #include "zerotrain/comm/communicator.h"
@@ -136,16 +137,13 @@ class ParamCutter {
 
 void bind_zero_init(py::module_& m) {
   py::class_<ParamCutter, std::shared_ptr<ParamCutter>>(m, "ParamCutter")
-      .def(py::init([](const std::string& config_json, const std::string& origin, const py::object& process_group,
-                       const py::object& store, const std::string& device, bool from_rank0) {
-             config::LoadOptions load;
-             load.origin = origin;
-             const Config config = Config::from_string(config_json, load);
-             auto adopted = adopt_group(process_group, store, device, config);
+      .def(py::init([](const ConfigHandle& config, const py::object& process_group, const py::object& store,
+                       const std::string& device, bool from_rank0) {
+             auto adopted = adopt_group(process_group, store, device, config.config);
              py::gil_scoped_release no_gil;   // joins the job: waits for the other ranks
-             return std::make_shared<ParamCutter>(config, std::move(adopted), from_rank0);
+             return std::make_shared<ParamCutter>(config.config, std::move(adopted), from_rank0);
            }),
-           py::arg("config_json"), py::arg("origin"), py::arg("process_group") = py::none(),
+           py::arg("config"), py::arg("process_group") = py::none(),
            py::arg("store") = py::none(), py::arg("device") = "cpu", py::arg("from_rank0") = true)
       .def("cut", [](ParamCutter& c, const std::vector<at::Tensor>& params) {
         py::gil_scoped_release no_gil;
