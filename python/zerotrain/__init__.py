@@ -32,7 +32,7 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     the config has an "optimizer" block. `lr_scheduler` a torch schedule (or a callable that
     builds one from the optimizer) when the config has no "scheduler" block."""
     if mpu is not None:
-        raise NotSupportedError("[not supported] initialize(mpu=...): model parallelism is not implemented; "
+        raise NotSupportedError("initialize(mpu=...): model parallelism is not implemented; "
                                 "zerotrain trains data-parallel with ZeRO")
     engine = DeepSpeedEngine(args=args, model=model, optimizer=optimizer, model_parameters=model_parameters,
                              training_data=training_data, lr_scheduler=lr_scheduler, config=config,

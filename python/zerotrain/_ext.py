@@ -17,4 +17,8 @@ try:
 finally:
     sys.setdlopenflags(_flags)
 
+from .errors import _COMPONENTS  # noqa: E402
+
+_COMPONENTS.update(_C.error_components())   # every error's "[component]" is the C++ type's
+
 __all__ = ["_C"]

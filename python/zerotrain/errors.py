@@ -1,11 +1,29 @@
 """zerotrain's errors. The C++ engine's typed errors arrive as these classes, with the C++
 message unchanged ("[config] zero_optimization.stage: ..."). Each is a zerotrain.Error and
 also the closest built-in exception, so existing ``except ValueError`` code keeps working.
+The package raises them the same way: ``raise ConfigError("zero_optimization.stage: ...")``
+gets its "[config] " from the C++ error type the class stands for (zerotrain._ext fills
+_COMPONENTS from _C.error_components()), never from a prefix typed here.
 No imports: the extension module imports this file while raising."""
+
+# {class name: the C++ error's component}, filled once _C is loaded.
+_COMPONENTS = {}
 
 
 class Error(Exception):
-    """Base of every error zerotrain raises on purpose."""
+    """Base of every error zerotrain raises on purpose. `component`: the bracketed tag the
+    message starts with (the C++ error's, or the class's own when None)."""
+
+    def __init__(self, message="", component=None):
+        if component is None:
+            component = next((_COMPONENTS[c.__name__] for c in type(self).__mro__ if c.__name__ in _COMPONENTS),
+                             "error")
+        self.component = component
+        prefix = f"[{component}] "
+        # A message that has its prefix already (an error rebuilt from its args: pickled
+        # across processes, copied) keeps the one it has.
+        self.message = message[len(prefix):] if message.startswith(prefix) else message
+        super().__init__(prefix + self.message)
 
 
 class ConfigError(Error, ValueError):

@@ -24,8 +24,8 @@ def _share_torch_store():
     store = torch.distributed.distributed_c10d._get_default_store()
     while isinstance(store, torch.distributed.PrefixStore):   # the default group's prefixes
         store = store.underlying_store
-    port = os.environ.get("MASTER_PORT")
-    if isinstance(store, torch.distributed.TCPStore) and port is not None and store.port == int(port):
+    port = _C.rendezvous_from_env()["master_port"]   # MASTER_PORT as the engine reads it (0: none)
+    if isinstance(store, torch.distributed.TCPStore) and port and store.port == port:
         os.environ["ZEROTRAIN_STORE_SERVED"] = "1"
 
 
@@ -60,29 +60,17 @@ def _release_group_at_exit(destroy=False):
         atexit.register(_release_at_exit)
 
 
-def _adoptable_group(config_text, device):
+def _adoptable_group(config, device):
     """The script's torch.distributed default group and its store, for the engine to run its
     collectives on (no second group), or (None, None) for the engine's own group. The engine
-    opens its own when the config's "comm": {"backend": ...} or ZEROTRAIN_COMM_BACKEND names
-    one, when the group is not this job's (another world size), or when it has no backend for
-    the device the engine trains on, and says why in the engine's log."""
-    import json
+    decides (_C.reason_to_open_own_group: a backend the job names, a group of another job, a
+    group with no backend for `device`), and its reason goes to the engine's log."""
     if not torch.distributed.is_initialized():
         return None, None
     group = torch.distributed.distributed_c10d._get_default_group()
-    where = _C.rendezvous_from_env()
-    block = json.loads(config_text).get("comm")   # checked by the engine's config reader, not here
-    named = (block.get("backend") if isinstance(block, dict) else None) or os.environ.get("ZEROTRAIN_COMM_BACKEND")
-    reason = None
-    if named:
-        reason = f"the job names the \"{named}\" backend"
-    elif group.size() != where["world_size"] or group.rank() != where["rank"]:
-        reason = (f"torch.distributed's group is rank {group.rank()} of {group.size()}, but the launcher's "
-                  f"environment says rank {where['rank']} of {where['world_size']}")
-    elif torch.device(device).type not in {d.type for d in group._device_types}:
-        reason = f"torch.distributed's group ({group._get_backend_name()}) has no backend for {device} tensors"
+    reason = _C.reason_to_open_own_group(group, device, config)
     if reason is not None:
-        if where["rank"] == 0:
+        if _C.rendezvous_from_env()["rank"] == 0:
             _C.log_info(f"comm: the engine opens its own process group: {reason}")
         return None, None
     _release_group_at_exit(destroy=True)
@@ -97,7 +85,7 @@ def init_distributed(dist_backend=None, auto_mpi_discovery=True, distributed_por
     torch.distributed calls work. The engine then runs its collectives on that group
     (_adoptable_group). A single process with no launcher environment needs neither."""
     if dist_backend is not None and dist_backend not in _BACKENDS:
-        raise ConfigError(f"[config] init_distributed(dist_backend={dist_backend!r}): give \"gloo\", \"mpi\" or "
+        raise ConfigError(f"init_distributed(dist_backend={dist_backend!r}): give \"gloo\", \"mpi\" or "
                           "\"nccl\"")
     if rank >= 0 and world_size > 0:
         os.environ.setdefault("RANK", str(rank))

@@ -1,24 +1,9 @@
 """HF's "auto" values in a ds_config, filled from TrainingArguments and the model.
 
-The filling and its checks are the C++ Trainer's (`_C.resolve_auto`), which does what
+The filling and its checks are the C++ Trainer's (Config.resolve_auto), which does what
 transformers' HfTrainerDeepSpeedConfig does: an "auto" key takes the argument's value, a key
 the config sets must equal it, and every mismatch is reported in one ConfigError. This file
-only gathers the arguments and writes the filled values back into the user's dict, under the
-key names the user wrote."""
-
-import copy
-import json
-
-from .._ext import _C
-from ..errors import ConfigError
-
-# The C++ reader's names for keys that ds_configs usually spell with DeepSpeed's stage3_ prefix.
-_ALIASES = {
-    "prefetch_bucket_size": "stage3_prefetch_bucket_size",
-    "param_persistence_threshold": "stage3_param_persistence_threshold",
-}
-_BUCKET_KEYS = ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
-                "prefetch_bucket_size", "param_persistence_threshold")
+only gathers the arguments."""
 
 
 def hidden_size(model):
@@ -33,11 +18,6 @@ def hidden_size(model):
         if getattr(c, "hidden_sizes", None):
             return int(max(c.hidden_sizes))
     return None
-
-
-def needs_hidden_size(cfg):
-    zero = cfg.get("zero_optimization") or {}
-    return any(zero.get(k) == "auto" for k in _BUCKET_KEYS)
 
 
 def trainer_arguments(args, num_training_steps=None, hidden=None):
@@ -69,27 +49,9 @@ def trainer_arguments(args, num_training_steps=None, hidden=None):
     return d
 
 
-def _set_filled(cfg, path, value):
-    node = cfg
-    parts = path.split(".")
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-    last = parts[-1]
-    if last not in node and _ALIASES.get(last) in node:
-        last = _ALIASES[last]
-    node[last] = value
-
-
-def resolve(cfg, origin, args, num_training_steps=None, model=None):
-    """A copy of `cfg` with every "auto" the arguments (and, given them, the step count and
-    the model's hidden size) fill. ConfigError for mismatches and bad arguments."""
+def resolve(config, args, num_training_steps=None, model=None):
+    """A new zerotrain._C.Config: `config` with every "auto" the arguments (and, given them,
+    the step count and the model's hidden size) fill. ConfigError for mismatches and bad
+    arguments."""
     hidden = hidden_size(model) if model is not None else None
-    if model is not None and hidden is None and needs_hidden_size(cfg):
-        raise ConfigError("[config] the zero_optimization bucket sizes are \"auto\", but the model's config has no "
-                          "hidden_size (nor hidden_sizes, nor a text_config with one) to fill them from; give them "
-                          "values in the ds_config")
-    filled = _C.resolve_auto(json.dumps(cfg), origin, trainer_arguments(args, num_training_steps, hidden))
-    out = copy.deepcopy(cfg)
-    for path, value in filled.items():
-        _set_filled(out, path, value)
-    return out
+    return config.resolve_auto(trainer_arguments(args, num_training_steps, hidden), model_known=model is not None)

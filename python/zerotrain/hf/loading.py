@@ -28,14 +28,16 @@ import os
 import torch
 
 from .. import comm as _comm
+from .. import config as _config
+from .._ext import _C
 from ..errors import IoError, NotSupportedError, UsageError
 from ..runtime.zero.partition_parameters import GatheredParameters, Init
 from . import zero_config as _zero_config
-from .shard_reader import CheckpointFiles
 
 logger = logging.getLogger(__name__)
 
-_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# What the engine trains in (a config's precision names them: Config.dtype).
+_TRAINING_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 # Hub arguments: a local directory needs none of them, and transformers ignores them there too.
 _HUB_ONLY = ("cache_dir", "force_download", "local_files_only", "proxies", "token", "tqdm_class", "_commit_hash",
@@ -72,7 +74,7 @@ class _ZeroAutoClass:
     _transformers_name = None
 
     def __init__(self, *args, **kwargs):
-        raise UsageError(f"[usage] {type(self).__name__} is not instantiated: call "
+        raise UsageError(f"{type(self).__name__} is not instantiated: call "
                          f"{type(self).__name__}.from_pretrained(dir) or .from_config(config)")
 
     @classmethod
@@ -145,12 +147,12 @@ class _Zero3Loader:
         kw = self.kwargs
         for name in _REFUSED:
             if name in kw and not _is_unset(kw[name]):
-                raise UsageError(f"[usage] from_pretrained({name}=...) under ZeRO stage 3: the model is cut by "
+                raise UsageError(f"from_pretrained({name}=...) under ZeRO stage 3: the model is cut by "
                                  "zero.Init and the engine places it, so placement, quantisation, tensor parallelism "
                                  f"and adapters do not apply; drop {name}=")
             kw.pop(name, None)
         if kw.get("trust_remote_code"):
-            raise NotSupportedError("[unsupported] trust_remote_code=True under ZeRO stage 3: a model's own code may "
+            raise NotSupportedError("trust_remote_code=True under ZeRO stage 3: a model's own code may "
                                     "load its weights its own way; load it without HfZeroConfig (the engine then "
                                     "cuts the whole model at initialize)")
         kw.pop("trust_remote_code", None)
@@ -167,35 +169,33 @@ class _Zero3Loader:
         if isinstance(requested, str) and requested != "auto":
             named = getattr(torch, requested, None)
             if not isinstance(named, torch.dtype):
-                raise UsageError(f"[usage] dtype={requested!r} is not a torch dtype; give torch.float32, "
+                raise UsageError(f"dtype={requested!r} is not a torch dtype; give torch.float32, "
                                  "torch.bfloat16 or torch.float16")
             requested = named
         if requested == "auto":
             requested = None
-        if requested is not None and requested not in _DTYPES.values():
-            raise UsageError(f"[usage] dtype={requested}: the engine trains in float32, bfloat16 or float16")
-        precision = self.live._precision()
-        if precision is not None:
-            wanted = _DTYPES[precision]
-            if requested is not None and requested != wanted:
-                raise UsageError(f"[usage] dtype={requested}, but the ds_config trains in {precision}: under ZeRO "
+        if requested is not None and requested not in _TRAINING_DTYPES:
+            raise UsageError(f"dtype={requested}: the engine trains in float32, bfloat16 or float16")
+        config = self.live.zerotrain_config
+        if config.precision is not None:
+            if requested is not None and requested != config.dtype:
+                raise UsageError(f"dtype={requested}, but the ds_config trains in {config.precision}: under ZeRO "
                                  "stage 3 the parameters are kept in the training dtype from the start; drop dtype=, "
                                  "or change the config's fp16/bf16 blocks")
-            return wanted, self.live.config
+            return config.dtype, config
         # fp16/bf16 "enabled" is "auto": the Trainer fills it later. zero.Init must know it now:
         # a dtype given here fills it (for zero.Init only); otherwise float32.
         if requested is None:
-            return torch.float32, self.live.config
-        config = copy.deepcopy(self.live.config)
+            return torch.float32, config
+        raw = config.raw()
         for block, dtype in (("fp16", torch.float16), ("bf16", torch.bfloat16), ("bfloat16", torch.bfloat16)):
-            if isinstance(config.get(block), dict) and config[block].get("enabled") == "auto":
-                config[block]["enabled"] = requested == dtype
-        if requested != torch.float32 and not any(
-                isinstance(config.get(b), dict) and config[b].get("enabled") is True for b in ("fp16", "bf16",
-                                                                                               "bfloat16")):
-            raise UsageError(f"[usage] dtype={requested}, but the ds_config enables neither fp16 nor bf16; set the "
+            if isinstance(raw.get(block), dict) and raw[block].get("enabled") == "auto":
+                raw[block]["enabled"] = requested == dtype
+        filled = _config.load(raw, origin=config.origin)
+        if filled.dtype != requested:
+            raise UsageError(f"dtype={requested}, but the ds_config enables neither fp16 nor bf16; set the "
                              "matching block's \"enabled\" to true or \"auto\"")
-        return requested, config
+        return requested, filled
 
     def _resolve_config(self, directory, config):
         """(the model's config, the keyword arguments left for the model's __init__), as
@@ -207,11 +207,11 @@ class _Zero3Loader:
         source = os.fspath(config) if config is not None else directory
         config_cls = AutoConfig if self.from_auto else getattr(self.hf_cls, "config_class", None)
         if config_cls is None:
-            raise UsageError(f"[usage] {self.hf_cls.__name__} has no config_class; pass config=")
+            raise UsageError(f"{self.hf_cls.__name__} has no config_class; pass config=")
         try:
             return config_cls.from_pretrained(source, return_unused_kwargs=True, local_files_only=True, **kw)
         except OSError as e:
-            raise IoError(f"[io] {source}: cannot read the model's config.json ({e})") from None
+            raise IoError(f"{source}: cannot read the model's config.json ({e})") from None
 
     def _model_class(self, config):
         """The concrete class: an Auto class picks it from the config, as transformers does."""
@@ -219,11 +219,11 @@ class _Zero3Loader:
         hf_cls = self.hf_cls
         if hasattr(hf_cls, "_model_mapping"):
             if _in_auto_map(config, hf_cls.__name__):
-                raise NotSupportedError(f"[unsupported] the config maps {hf_cls.__name__} to the model's own code "
+                raise NotSupportedError(f"the config maps {hf_cls.__name__} to the model's own code "
                                         "(auto_map); ZeRO-3 loading builds only transformers' classes")
             from transformers.models.auto.auto_factory import _get_model_class
             if type(config) not in hf_cls._model_mapping:
-                raise UsageError(f"[usage] {hf_cls.__name__} has no model for a {type(config).__name__}; use the "
+                raise UsageError(f"{hf_cls.__name__} has no model for a {type(config).__name__}; use the "
                                  "Auto class that matches the checkpoint")
             model_class = _get_model_class(config, hf_cls._model_mapping)
             text_config_class = config.sub_configs.get("text_config", None)
@@ -232,7 +232,7 @@ class _Zero3Loader:
             return model_class, config
         if isinstance(hf_cls, type) and issubclass(hf_cls, PreTrainedModel):
             return hf_cls, config
-        raise UsageError(f"[usage] from_pretrained: {hf_cls!r} is not a transformers model class or Auto class")
+        raise UsageError(f"from_pretrained: {hf_cls!r} is not a transformers model class or Auto class")
 
     # Building -----------------------------------------------------------------------------------
     def _build(self, model_class, config, model_args, model_kwargs):
@@ -280,10 +280,10 @@ class _Zero3Loader:
             kw.pop(name, None)
         revision = kw.pop("revision", None)
         if revision not in (None, "main"):
-            raise UsageError(f"[usage] revision={revision!r}: zerotrain loads a local directory, which has no "
+            raise UsageError(f"revision={revision!r}: zerotrain loads a local directory, which has no "
                              "revisions; check the revision out into a directory and load that")
         if kw.pop("use_safetensors", None) is False:
-            raise NotSupportedError("[unsupported] use_safetensors=False under ZeRO stage 3: each rank reads its "
+            raise NotSupportedError("use_safetensors=False under ZeRO stage 3: each rank reads its "
                                     "share of the weights from safetensors files only")
         ignore_mismatched_sizes = bool(kw.pop("ignore_mismatched_sizes", False))
         output_loading_info = bool(kw.pop("output_loading_info", False))
@@ -294,15 +294,15 @@ class _Zero3Loader:
         config = kw.pop("config", None)
 
         if pretrained_model_name_or_path is None:
-            raise UsageError("[usage] from_pretrained(None, ...): give the model's directory")
+            raise UsageError("from_pretrained(None, ...): give the model's directory")
         given = os.fspath(pretrained_model_name_or_path)
         directory = os.path.join(given, subfolder) if subfolder else given
         if not os.path.isdir(directory):
-            raise IoError(f"[io] {directory}: no such local directory. Under ZeRO stage 3 zerotrain loads only a "
+            raise IoError(f"{directory}: no such local directory. Under ZeRO stage 3 zerotrain loads only a "
                           "local directory and downloads nothing: fetch the model first (save_pretrained, or "
                           "huggingface_hub's snapshot_download) and give its directory")
 
-        files = CheckpointFiles(directory, variant)   # before building: a missing file fails fast
+        files = _C.HfWeights(directory, variant or "")   # before building: a missing file fails fast
         try:
             config, model_kwargs = self._resolve_config(directory, config)
             model_class, config = self._model_class(config)
@@ -330,7 +330,7 @@ def _check_model_kwargs(model_class, model_kwargs):
         return
     unknown = sorted(set(model_kwargs) - set(params))
     if unknown:
-        raise UsageError(f"[usage] from_pretrained({', '.join(k + '=' for k in unknown)}...): neither an attribute of "
+        raise UsageError(f"from_pretrained({', '.join(k + '=' for k in unknown)}...): neither an attribute of "
                          f"{model_class.config_class.__name__} nor an argument of {model_class.__name__}; check the "
                          "spelling, or drop it (zerotrain's loader takes transformers' loading arguments except "
                          "placement, quantisation, parallelism and adapters)")
@@ -346,7 +346,7 @@ def _in_auto_map(config, class_name):
 def _cutter_of(model):
     cutters = {id(c): c for c in (getattr(p, "_zt_cutter", None) for p in model.parameters()) if c is not None}
     if len(cutters) > 1:
-        raise UsageError("[usage] the model's parameters were cut by two zero.Init scopes; build it in one")
+        raise UsageError("the model's parameters were cut by two zero.Init scopes; build it in one")
     return next(iter(cutters.values()), None)
 
 
@@ -365,7 +365,7 @@ def _checkpoint_to_model_keys(model, checkpoint_keys, model_keys, key_mapping):
     for key in checkpoint_keys:
         renamed, converted_by = rename_source_key(key, renamings, converters, prefix, present)
         if converted_by is not None:
-            raise NotSupportedError(f"[unsupported] the checkpoint's {key} must be converted ({converted_by}) to "
+            raise NotSupportedError(f"the checkpoint's {key} must be converted ({converted_by}) to "
                                     f"fit {type(model).__name__}, which needs whole tensors; ZeRO-3 loading reads "
                                     "each rank's share as it is stored: load and save it once without HfZeroConfig")
         mapping[key] = renamed
@@ -398,7 +398,7 @@ def _load_weights(model, files, name_or_path, ignore_mismatched_sizes, key_mappi
                           f"is {list(want)}")
             del source_of[model_key]
     if errors and not ignore_mismatched_sizes:
-        raise UsageError(f"[usage] {name_or_path} does not fit {type(model).__name__}: " + "; ".join(errors[:5]) +
+        raise UsageError(f"{name_or_path} does not fit {type(model).__name__}: " + "; ".join(errors[:5]) +
                          ("; ..." if len(errors) > 5 else "") + ". Pass ignore_mismatched_sizes=True to initialise "
                          "those weights instead")
 

@@ -8,9 +8,6 @@ at ZeRO stage 3 one module's parameters are gathered at a time, never the whole 
 import os
 import tempfile
 
-# The engine's dtype names, as save_pretrained writes `dtype` into config.json.
-_CONFIG_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-
 
 def _is_transformers_model(module):
     config = getattr(module, "config", None)
@@ -22,7 +19,7 @@ def _config_files(module, dtype):
     config's own save_pretrained (and the generation config's, for a model that generates)
     into a temporary directory, so the files are transformers' to the byte."""
     # save_pretrained records the dtype and the class in the config before writing it.
-    module.config.dtype = _CONFIG_DTYPES.get(dtype, dtype)
+    module.config.dtype = str(dtype).removeprefix("torch.")   # torch.bfloat16 -> "bfloat16", as HF writes it
     module.config.architectures = [type(module).__name__]
     with tempfile.TemporaryDirectory(prefix="zerotrain-hf-config-") as tmp:
         module.config.save_pretrained(tmp)

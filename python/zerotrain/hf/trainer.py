@@ -22,6 +22,7 @@ import torch
 import transformers
 
 from .. import initialize as _initialize
+from .._ext import _C
 from ..errors import NotSupportedError, UsageError
 from . import auto_values
 from .training_args import TrainingArguments
@@ -32,7 +33,7 @@ _REQUIRED_HOOKS = ("create_optimizer", "create_scheduler", "_wrap_model", "train
                    "_get_grad_norm", "save_model", "_save_optimizer_and_scheduler",
                    "_load_optimizer_and_scheduler", "_load_from_checkpoint", "_load_best_model")
 
-_CHECKPOINT_TAG_PREFIX = "global_step"
+_CHECKPOINT_TAG_PREFIX = _C.CHECKPOINT_DEFAULT_TAG_PREFIX
 
 
 class _OptimizerView:
@@ -91,12 +92,12 @@ class Trainer(transformers.Trainer):
 
     def __init__(self, model=None, args=None, *pargs, **kwargs):
         if args is not None and not isinstance(args, TrainingArguments) and getattr(args, "deepspeed", None):
-            raise UsageError("[usage] zerotrain.hf.Trainer got transformers.TrainingArguments(deepspeed=...), which "
+            raise UsageError("zerotrain.hf.Trainer got transformers.TrainingArguments(deepspeed=...), which "
                              "sets up HF's DeepSpeed integration; build the arguments with "
                              "`from zerotrain.hf import TrainingArguments`")
         missing = [name for name in _REQUIRED_HOOKS if not hasattr(transformers.Trainer, name)]
         if missing:
-            raise NotSupportedError(f"[not supported] transformers {transformers.__version__} has no Trainer."
+            raise NotSupportedError(f"transformers {transformers.__version__} has no Trainer."
                                     f"{', '.join(missing)}: zerotrain.hf overrides these; use a tested transformers "
                                     "version (docs/hf.md)")
         self._zt_engine = None
@@ -110,16 +111,15 @@ class Trainer(transformers.Trainer):
 
     def _zt_build_engine(self, num_training_steps):
         args = self.args
-        cfg = auto_values.resolve(args.zerotrain_config, args.zerotrain_config_origin, args,
-                                  num_training_steps=num_training_steps, model=self.model)
+        cfg = auto_values.resolve(args.zerotrain_config, args, num_training_steps=num_training_steps, model=self.model)
         client_optimizer = None
-        if "optimizer" not in cfg:
+        if not cfg.has_optimizer:
             # As HF's DeepSpeed integration: no optimizer block -> the Trainer's own optimizer
             # (AdamW with HF's decay / no-decay groups), which the engine runs over its shards.
             client_optimizer = super().create_optimizer()
             self.optimizer = None
         schedule = None
-        if "scheduler" not in cfg:
+        if not cfg.has_scheduler:
             # No scheduler block -> HF's schedule (lr_scheduler_type, warmup), stepped by the engine.
             def schedule(optimizer):
                 self.lr_scheduler = None
@@ -141,7 +141,7 @@ class Trainer(transformers.Trainer):
             return super().create_optimizer(model)
         if self._zt_engine is None:
             if self.state.max_steps is None or self.state.max_steps <= 0:
-                raise UsageError("[usage] create_optimizer before train(): the engine is built when training starts, "
+                raise UsageError("create_optimizer before train(): the engine is built when training starts, "
                                  "once the number of steps is known (HF's DeepSpeed integration does the same)")
             self._zt_build_engine(self.state.max_steps)
         return self.optimizer
@@ -159,7 +159,7 @@ class Trainer(transformers.Trainer):
         if self._zt_engine is not None:
             return self._zt_engine
         if any(getattr(p, "_zt_cutter", None) is not None for p in self.model.parameters()):
-            raise NotSupportedError("[not supported] evaluate/predict before train() on a model built under "
+            raise NotSupportedError("evaluate/predict before train() on a model built under "
                                     "zero.Init: its weights exist only as shards, which the engine gathers; train "
                                     "first, or load the model without HfZeroConfig for evaluation")
         return model
@@ -262,9 +262,9 @@ class Trainer(transformers.Trainer):
         tags = [d for d in os.listdir(checkpoint) if d.startswith(_CHECKPOINT_TAG_PREFIX)] \
             if os.path.isdir(checkpoint) else []
         if not tags:
-            raise UsageError(f"[usage] {checkpoint} holds no engine checkpoint ({_CHECKPOINT_TAG_PREFIX}*/): it was "
+            raise UsageError(f"{checkpoint} holds no engine checkpoint ({_CHECKPOINT_TAG_PREFIX}*/): it was "
                              "not saved by zerotrain.hf.Trainer; resume from a checkpoint-N folder it wrote")
         path, _ = self._zt_engine.load_checkpoint(checkpoint)
         if path is None:
-            raise UsageError(f"[usage] {checkpoint}: no `latest` file names the tag to load; give the checkpoint "
+            raise UsageError(f"{checkpoint}: no `latest` file names the tag to load; give the checkpoint "
                              "folder the Trainer wrote")

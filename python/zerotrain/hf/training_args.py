@@ -8,13 +8,12 @@ config for zerotrain.hf.Trainer instead: read and checked by zerotrain's config 
 training starts, once the number of steps and the model are known."""
 
 import dataclasses
-import json
 import os
 
 import transformers
 
 from .. import config as _config
-from ..errors import ConfigError, UsageError
+from ..errors import UsageError
 from . import auto_values
 
 
@@ -25,10 +24,10 @@ class TrainingArguments(transformers.TrainingArguments):
 
     def __post_init__(self):
         if str(os.environ.get("ACCELERATE_USE_DEEPSPEED", "false")).lower() in ("1", "true", "yes", "on"):
-            raise UsageError("[usage] ACCELERATE_USE_DEEPSPEED is set: it makes accelerate run DeepSpeed's engine "
+            raise UsageError("ACCELERATE_USE_DEEPSPEED is set: it makes accelerate run DeepSpeed's engine "
                              "under zerotrain.hf; unset it (zerotrain's engine serves the `deepspeed=` config)")
         if self.auto_find_batch_size:
-            raise UsageError("[usage] auto_find_batch_size: a ZeRO engine is built for one batch size (HF refuses "
+            raise UsageError("auto_find_batch_size: a ZeRO engine is built for one batch size (HF refuses "
                              "it with DeepSpeed's ZeRO-3 too); give per_device_train_batch_size")
         ds, self.deepspeed = self.deepspeed, None
         try:
@@ -37,22 +36,15 @@ class TrainingArguments(transformers.TrainingArguments):
             super().__post_init__()
         finally:
             self.deepspeed = ds
-        if isinstance(ds, str) and ds.lstrip().startswith("{"):
-            ds = json.loads(ds)
         self.zerotrain_config = None
         self.hf_zero_config = None
         if ds is None or ds is False or ds == "":
             return
-        text, origin = _config.config_source(config=ds)
-        try:
-            cfg = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"[config] {origin}: not JSON ({e}); check the file") from None
-        self.zerotrain_config = cfg
-        self.zerotrain_config_origin = origin
+        # Read and checked once (a zerotrain._C.Config): the Trainer resolves this same object.
+        self.zerotrain_config = _config.load(ds)
         # HF's trainer_config_process: the values known now are checked now, so a mismatch
         # stops the script before the model is loaded.
-        known = auto_values.resolve(cfg, origin, self)
+        known = auto_values.resolve(self.zerotrain_config, self)
         # As HF's arguments keep an HfDeepSpeedConfig alive: at stage 3, zerotrain.hf's
         # AutoModel*.from_pretrained then builds the model under zero.Init, in the dtype
         # these arguments train in, each rank reading only its share of the weights.

@@ -10,8 +10,6 @@ reference is kept here."""
 
 import base64
 import binascii
-import copy
-import json
 import os
 import weakref
 
@@ -33,61 +31,52 @@ def get_hf_zero_config():
     return _live_ref() if _live_ref is not None else None
 
 
-def _json_text_of(config_file_or_dict):
-    """(json_text, origin) for a dict, a path, a JSON string or a base64-encoded JSON string:
-    what HfDeepSpeedConfig accepts."""
-    if isinstance(config_file_or_dict, dict):
-        return _config.config_source(config=config_file_or_dict)
-    if isinstance(config_file_or_dict, os.PathLike) or (
-            isinstance(config_file_or_dict, str) and os.path.exists(config_file_or_dict)):
-        return _config.config_source(config=config_file_or_dict)
-    if isinstance(config_file_or_dict, str):
-        text = config_file_or_dict.strip()
+def _load(config_file_or_dict):
+    """The zerotrain._C.Config of what HfDeepSpeedConfig accepts: a dict, a path, a JSON
+    string or a base64-encoded JSON string (and a Config, as TrainingArguments hold one)."""
+    source = config_file_or_dict
+    if isinstance(source, (_config.Config, dict, os.PathLike)) or (isinstance(source, str) and os.path.exists(source)):
+        return _config.load(source)
+    if isinstance(source, str):
+        text = source.strip()
         if text.startswith("{"):
-            return text, "<config JSON string>"
+            return _config.load(text)
         try:
             decoded = base64.urlsafe_b64decode(text).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError, ValueError):
             decoded = None
         if decoded is not None and decoded.lstrip().startswith("{"):
-            return decoded, "<config base64 string>"
+            return _config.load(decoded, origin="<config base64 string>")
         if text.endswith(".json") or os.sep in text:
-            raise ConfigError(f"[config] HfZeroConfig: {text}: no such file; check the path of the ds_config")
-        raise ConfigError(f"[config] HfZeroConfig({config_file_or_dict!r}): not an existing file, a JSON object or a "
-                          "base64-encoded JSON object; give the path of the ds_config, or the config as a dict")
-    raise ConfigError(f"[config] HfZeroConfig takes a path or a dict, not {type(config_file_or_dict).__name__}")
+            raise ConfigError(f"HfZeroConfig: {text}: no such file; check the path of the ds_config")
+        raise ConfigError(f"HfZeroConfig({source!r}): not an existing file, a JSON object or a base64-encoded JSON "
+                          "object; give the path of the ds_config, or the config as a dict")
+    raise ConfigError(f"HfZeroConfig takes a path or a dict, not {type(source).__name__}")
 
 
 class HfZeroConfig:
     """A ds_config (path, dict, JSON or base64 string) that can be queried for its ZeRO stage
     and other values; "auto" values are allowed (the Trainer fills them). Bad values raise
-    zerotrain.ConfigError. A dict is copied: the caller's is never changed."""
+    zerotrain.ConfigError. `config` is a new dict: the caller's is never changed. The stage,
+    offload and precision answers are the engine's reader's (`zerotrain_config`), not the
+    dict's."""
 
     def __init__(self, config_file_or_dict):
-        text, origin = _json_text_of(config_file_or_dict)
-        self._resolved = _config.load(text, origin)   # the engine's own checks: ConfigError
-        if isinstance(config_file_or_dict, dict):
-            self.config = copy.deepcopy(config_file_or_dict)
-        else:
-            self.config = json.loads(text)
+        self.zerotrain_config = _load(config_file_or_dict)   # the engine's own checks: ConfigError
+        self.config = self.zerotrain_config.raw()
         self.set_stage_and_offload()
         global _live_ref
         _live_ref = weakref.ref(self)
 
     def set_stage_and_offload(self):
-        # accelerate's convention: -1 when the config names no stage.
-        self._stage = self.get_value("zero_optimization.stage", -1)
-        self._offload = False
-        if self.is_zero2() or self.is_zero3():
-            devices = {self.get_value("zero_optimization.offload_optimizer.device"),
-                       self.get_value("zero_optimization.offload_param.device")}
-            self._offload = bool(devices & {"cpu", "nvme"})
+        self._stage = self.zerotrain_config.stage
+        self._offload = self._stage in (2, 3) and self.zerotrain_config.offload
 
     @property
     def zero_optimization_stage(self):
         """The ZeRO stage the engine runs (0 when the config names none), as DeepSpeed's
         DeepSpeedConfig.zero_optimization_stage."""
-        return int(self._resolved["zero_stage"])
+        return self._stage
 
     def find_config_node(self, ds_key_long):
         """(the dict holding the last part of the dotted key, that last part); (None, last part)
@@ -118,7 +107,7 @@ class HfZeroConfig:
             config = config.get(node) if isinstance(config, dict) else None
             if config is None:
                 if must_exist:
-                    raise ConfigError(f"[config] del_config_sub_tree: no {ds_key_long} entry in the config")
+                    raise ConfigError(f"del_config_sub_tree: no {ds_key_long} entry in the config")
                 return
         if parent is not None:
             parent.pop(nodes[-1])
@@ -145,11 +134,4 @@ class HfZeroConfig:
     def _precision(self):
         """The training dtype's name the config asks for ("fp32", "fp16", "bf16"), or None
         when fp16/bf16 "enabled" is "auto" and none is explicitly on (the Trainer decides)."""
-        if self._resolved["bf16"]:
-            return "bf16"
-        if self._resolved["fp16"]:
-            return "fp16"
-        keys = ("bf16.enabled", "bfloat16.enabled", "fp16.enabled")
-        if any(self.get_value(k) == "auto" for k in keys):
-            return None
-        return "fp32"
+        return self.zerotrain_config.precision

@@ -17,14 +17,12 @@ from . import mirror as _mirror
 from .optimizer import EngineLRScheduler, EngineOptimizer, optimizer_block
 from .zero import hooks as _hooks
 
-# Reserved client_state key: the names under which a tied parameter also appears in the
-# model's state_dict (zero_to_fp32 adds them back, as DeepSpeed's "shared_params").
-SHARED_PARAMS_KEY = "__zerotrain_shared_params__"
-# Reserved client_state key: the state of a client torch LR schedule (DeepSpeed saves it in
-# its checkpoint too), so that a resumed run continues the schedule instead of restarting it.
-LR_SCHEDULER_KEY = "__zerotrain_lr_scheduler__"
-
-_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# Reserved client_state keys (zerotrain/checkpoint/names.h defines them): the names under
+# which a tied parameter also appears in the model's state_dict (zero_to_fp32 adds them back,
+# as DeepSpeed's "shared_params"), and the state of a client torch LR schedule (DeepSpeed saves
+# it in its checkpoint too), so that a resumed run continues the schedule.
+SHARED_PARAMS_KEY = _C.CLIENT_STATE_SHARED_PARAMS_KEY
+LR_SCHEDULER_KEY = _C.CLIENT_STATE_LR_SCHEDULER_KEY
 
 
 def _param_groups(model, optimizer, model_parameters):
@@ -42,7 +40,7 @@ def _param_groups(model, optimizer, model_parameters):
     groups = []
     for i, g in enumerate(source):
         if not isinstance(g, dict) or "params" not in g:
-            raise UsageError("[usage] model_parameters: give a list of tensors or a list of dicts with \"params\" "
+            raise UsageError("model_parameters: give a list of tensors or a list of dicts with \"params\" "
                              "(torch.optim's parameter groups)")
         params = g["params"]
         params = [params] if isinstance(params, torch.Tensor) else list(params)
@@ -64,23 +62,6 @@ def _shared_names(model):
     return shared
 
 
-def _training_device(model):
-    """DeepSpeed moves the model to its rank's accelerator; the engine trains where the
-    parameters are, so: a model already on a GPU stays; a CPU model goes to LOCAL_RANK's GPU
-    when GPUs are visible and the job does not ask for the CPU (ZEROTRAIN_DEVICE=cpu)."""
-    import os
-    try:
-        current = next(model.parameters()).device
-    except StopIteration:
-        return None
-    if current.type != "cpu":
-        return None
-    want = os.environ.get("ZEROTRAIN_DEVICE", "auto")
-    if want == "cpu" or not torch.cuda.is_available():
-        return None
-    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
-
-
 def _engine_device(model):
     """Where the engine trains: the device of the (placed) parameters."""
     for p in model.parameters():
@@ -94,19 +75,21 @@ def _zero_init_cutter(model, stage):
     if not cutters:
         return None
     if len(cutters) > 1:
-        raise UsageError("[usage] the model was built in two zero.Init scopes; build it in one")
+        raise UsageError("the model was built in two zero.Init scopes; build it in one")
     if stage != 3:
-        raise ConfigError(f"[config] the model was built under zero.Init, so every rank holds 1/N of its parameters, "
+        raise ConfigError(f"the model was built under zero.Init, so every rank holds 1/N of its parameters, "
                           f"but the config asks for ZeRO stage {stage}, which needs them whole; train it at stage 3, "
                           "or build it without zero.Init")
     return next(iter(cutters.values()))
 
 
-def _place_and_cast(model, dtype):
+def _place_and_cast(model, config):
     """As DeepSpeed's engine moves the module to its device and calls .half()/.bfloat16():
-    floating parameters and buffers (persistent or not) in the training dtype. Parameters
+    floating parameters and buffers (persistent or not) in the training dtype, on the device
+    the engine chooses (_C.training_device: LOCAL_RANK's GPU, ZEROTRAIN_DEVICE). Parameters
     cut by zero.Init are already in it, and have no memory to convert."""
-    device = _training_device(model)
+    device = torch.device(_C.training_device(_engine_device(model), config))
+    dtype = config.dtype
     with torch.no_grad():
         for t in list(model.parameters()) + list(model.buffers()):
             if getattr(t, "_zt_cutter", None) is not None:
@@ -114,7 +97,7 @@ def _place_and_cast(model, dtype):
             new = t.data
             if device is not None and new.device != device:
                 new = new.to(device)
-            if dtype is not None and new.is_floating_point() and new.dtype != dtype:
+            if new.is_floating_point() and new.dtype != dtype:
                 new = new.to(dtype)
             if new is not t.data:
                 t.data = new
@@ -128,32 +111,25 @@ class DeepSpeedEngine(torch.nn.Module):
                  lr_scheduler=None, config=None, config_params=None, collate_fn=None, dist_init_required=None):
         super().__init__()
         if model is None:
-            raise UsageError("[usage] deepspeed.initialize: model is required (an nn.Module)")
+            raise UsageError("deepspeed.initialize: model is required (an nn.Module)")
         if not isinstance(model, torch.nn.Module):
-            raise UsageError(f"[usage] deepspeed.initialize: model must be a torch.nn.Module, not "
+            raise UsageError(f"deepspeed.initialize: model must be a torch.nn.Module, not "
                              f"{type(model).__name__}")
         if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer) and callable(optimizer):
             # DeepSpeed accepts a callable that builds the optimizer from the parameters.
             optimizer = optimizer(model_parameters if model_parameters is not None else model.parameters())
         # As DeepSpeed's initialize: torch.distributed usable too (and one rendezvous store).
         _comm.init_distributed(dist_init_required=dist_init_required)
-        text, origin = _config.config_source(args, config, config_params)
-        cfg = json.loads(text)
-        if optimizer is not None:
-            if "optimizer" in cfg:
-                raise ConfigError("[config] both the config's \"optimizer\" block and a client optimizer were given; "
-                                  "keep one of them")
-            cfg["optimizer"] = optimizer_block(optimizer)
-        if lr_scheduler is not None and "scheduler" in cfg:
-            raise ConfigError("[config] both the config's \"scheduler\" block and a client lr_scheduler were given; "
-                              "keep one of them")
-        text = json.dumps(cfg)
-        early = _config.load(text, origin)   # ConfigError before the model is touched
+        # Read and checked once, here (ConfigError before the model is touched); everything
+        # below asks this object.
+        cfg = _config.load(_config.pick_source(args, config, config_params),
+                           client_optimizer=optimizer_block(optimizer) if optimizer is not None else None,
+                           client_scheduler=lr_scheduler is not None)
 
         self.module = model
-        stage3 = early["zero_stage"] == 3
-        cutter = _zero_init_cutter(model, early["zero_stage"])
-        _place_and_cast(model, torch.bfloat16 if early["bf16"] else torch.float16 if early["fp16"] else None)
+        stage3 = cfg.stage == 3
+        cutter = _zero_init_cutter(model, cfg.stage)
+        _place_and_cast(model, cfg)
         self._mirror = _mirror.MirroredModel(model, stage3)
         if cutter is not None:
             # The chunks zero.Init kept go to the engine, which places them (and uses the
@@ -164,11 +140,11 @@ class DeepSpeedEngine(torch.nn.Module):
         # The script's torch.distributed group carries the engine's collectives too; a model
         # cut by zero.Init brings the communicator it was cut with instead.
         device = _engine_device(model)
-        group, store = _comm._adoptable_group(text, device) if cutter is None else (None, None)
-        self._engine = _C.initialize(self._mirror.root, text, origin, groups, group, store, device)
+        group, store = _comm._adoptable_group(cfg, device) if cutter is None else (None, None)
+        self._engine = _C.initialize(self._mirror.root, cfg, groups, group, store, device)
         if cutter is not None:
             cutter.restore_unplaced(list(model.parameters()))   # frozen ones: whole again
-        self._resolved = self._engine.resolved_config()
+        self._config = self._engine.config()   # the batch triangle at the job's world size
         self._hook_handles = _hooks.install(self._mirror.units) if stage3 else []
         self._zt_destroyed = False
         for p in model.parameters():
@@ -185,7 +161,7 @@ class DeepSpeedEngine(torch.nn.Module):
         self._client_scheduler = lr_scheduler
         if lr_scheduler is not None:
             self.lr_scheduler = lr_scheduler
-        elif self._resolved["has_scheduler"]:
+        elif self._config.has_scheduler:
             self.lr_scheduler = EngineLRScheduler(self)
         else:
             self.lr_scheduler = None
@@ -194,7 +170,7 @@ class DeepSpeedEngine(torch.nn.Module):
 
     # --- running the model ----------------------------------------------------------------
     def forward(self, *args, **kwargs):
-        if self._resolved["fp16_auto_cast"]:
+        if self._config.fp16_auto_cast:
             args = tuple(a.half() if torch.is_tensor(a) and a.is_floating_point() else a for a in args)
             kwargs = {k: v.half() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in kwargs.items()}
         return self.module(*args, **kwargs)
@@ -204,7 +180,7 @@ class DeepSpeedEngine(torch.nn.Module):
         gradient buckets are reduced while it runs. Returns the loss, as DeepSpeed's does.
         scale_wrt_gas=False: the loss is already divided (HF's Trainer divides it itself)."""
         if retain_graph:
-            raise UsageError("[usage] engine.backward(retain_graph=True) is not supported: the engine frees each "
+            raise UsageError("engine.backward(retain_graph=True) is not supported: the engine frees each "
                              "gradient as soon as it is reduced")
         self._engine.backward(loss, bool(scale_wrt_gas))
         return loss
@@ -213,7 +189,7 @@ class DeepSpeedEngine(torch.nn.Module):
         """Counts the micro-step; at the accumulation boundary clips, steps the optimizer and
         the schedule (a skipped fp16 step steps neither)."""
         boundary = self._engine.is_gradient_accumulation_boundary()
-        if boundary and not self._resolved["has_scheduler"]:
+        if boundary and not self._config.has_scheduler:
             # A torch schedule sets the groups' "lr"; the engine takes them now.
             self._engine.set_lr([float(g["lr"]) for g in self.optimizer.param_groups])
         skipped_before = self._engine.skipped_steps()
@@ -232,7 +208,7 @@ class DeepSpeedEngine(torch.nn.Module):
                 sched_opt._opt_called = True
             self._client_scheduler.step(**(lr_kwargs or {}))
             self._engine.set_lr([float(g["lr"]) for g in self.optimizer.param_groups])
-        if self._resolved["has_scheduler"]:
+        if self._config.has_scheduler:
             for g, lr in zip(self.optimizer.param_groups, self._engine.get_lr()):
                 g["lr"] = lr
 
@@ -291,13 +267,13 @@ class DeepSpeedEngine(torch.nn.Module):
         return self._engine.get_global_grad_norm()
 
     def gradient_accumulation_steps(self):
-        return self._resolved["gradient_accumulation_steps"]
+        return self._config.gradient_accumulation_steps
 
     def train_batch_size(self):
-        return self._resolved["train_batch_size"]
+        return self._config.train_batch_size
 
     def train_micro_batch_size_per_gpu(self):
-        return self._resolved["train_micro_batch_size_per_gpu"]
+        return self._config.train_micro_batch_size_per_gpu
 
     def is_gradient_accumulation_boundary(self):
         return self._engine.is_gradient_accumulation_boundary()
@@ -308,19 +284,19 @@ class DeepSpeedEngine(torch.nn.Module):
         self._engine.set_gradient_accumulation_boundary(None if is_boundary is None else bool(is_boundary))
 
     def zero_optimization_stage(self):
-        return self._resolved["zero_stage"]
+        return self._config.stage
 
     def zero_optimization(self):
-        return self._resolved["zero_stage"] > 0
+        return self._config.stage > 0
 
     def fp16_enabled(self):
-        return self._resolved["fp16"]
+        return self._config.fp16_enabled
 
     def bfloat16_enabled(self):
-        return self._resolved["bf16"]
+        return self._config.bf16_enabled
 
     def gradient_clipping(self):
-        return self._resolved["gradient_clipping"]
+        return self._config.gradient_clipping
 
     def was_step_applied(self):
         """False when the last optimizer step was skipped (fp16 overflow)."""
@@ -357,7 +333,7 @@ class DeepSpeedEngine(torch.nn.Module):
         try:
             text = json.dumps(state)
         except (TypeError, ValueError) as e:
-            raise UsageError(f"[usage] save_checkpoint: client_state must be JSON-serialisable (zerotrain never "
+            raise UsageError(f"save_checkpoint: client_state must be JSON-serialisable (zerotrain never "
                              f"pickles: a checkpoint cannot run code when loaded): {e}") from None
         self._engine.save_checkpoint(str(save_dir), "" if tag is None else str(tag), text, bool(save_latest))
         if self._engine.checkpoint_in_flight() is not None:
@@ -406,7 +382,7 @@ class DeepSpeedEngine(torch.nn.Module):
             self._engine.set_lr([float(lr) for lr in self._client_scheduler.get_last_lr()])
             for g, lr in zip(self.optimizer.param_groups, self._client_scheduler.get_last_lr()):
                 g["lr"] = lr
-        if self._resolved["has_scheduler"]:
+        if self._config.has_scheduler:
             for g, lr in zip(self.optimizer.param_groups, self._engine.get_lr()):
                 g["lr"] = lr
         return path, client_state
@@ -427,9 +403,9 @@ class DeepSpeedEngine(torch.nn.Module):
                           caller_error=""):
         """save_16bit_model, with rank 0's other files of the folder as (name, bytes), or the
         error making them (the save then fails on every rank)."""
-        from ..utils.zero_to_fp32 import _parse_size
         return self._engine.save_16bit_model(str(save_dir), str(filename), bool(exclude_frozen_parameters),
-                                             _parse_size(max_shard_size), list(extra_files), str(caller_error))
+                                             _C.parse_bytes(max_shard_size, "max_shard_size"), list(extra_files),
+                                             str(caller_error))
 
     def destroy(self):
         """Publishes a checkpoint still being written (a collective), then detaches the

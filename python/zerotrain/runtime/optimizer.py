@@ -22,11 +22,11 @@ def optimizer_block(optimizer):
     g = optimizer.param_groups[0]
     if isinstance(optimizer, torch.optim.AdamW):
         if g.get("amsgrad"):
-            raise NotSupportedError("[not supported] torch.optim.AdamW(amsgrad=True): AMSGrad is not implemented")
+            raise NotSupportedError("torch.optim.AdamW(amsgrad=True): AMSGrad is not implemented")
         return {"type": "AdamW", "params": _adam_params(g, True)}
     if isinstance(optimizer, torch.optim.Adam):
         if g.get("amsgrad"):
-            raise NotSupportedError("[not supported] torch.optim.Adam(amsgrad=True): AMSGrad is not implemented")
+            raise NotSupportedError("torch.optim.Adam(amsgrad=True): AMSGrad is not implemented")
         # torch's Adam adds weight decay to the gradient (L2), DeepSpeed's "Adam" decouples it
         # unless adam_w_mode is false.
         return {"type": "Adam", "params": _adam_params(g, bool(g.get("decoupled_weight_decay", False)))}
@@ -36,7 +36,7 @@ def optimizer_block(optimizer):
     if isinstance(optimizer, torch.optim.Adagrad):
         return {"type": "Adagrad", "params": {"lr": g["lr"], "eps": g["eps"], "weight_decay": g["weight_decay"]}}
     raise NotSupportedError(
-        f"[not supported] client optimizer {type(optimizer).__module__}.{type(optimizer).__name__}: the engine runs "
+        f"client optimizer {type(optimizer).__module__}.{type(optimizer).__name__}: the engine runs "
         "torch.optim.Adam, AdamW, SGD and Adagrad as its own fused optimizers; pass one of them, or name the "
         "optimizer in the config's \"optimizer\" block (Adam, AdamW, Lamb, SGD, Adagrad, Lion)")
 
@@ -60,7 +60,7 @@ class EngineOptimizer(torch.optim.Optimizer):
         self._optimizer_load_state_dict_post_hooks = {}
 
     def step(self, closure=None):
-        raise UsageError("[usage] call engine.step(), not optimizer.step(): the engine steps the optimizer at the "
+        raise UsageError("call engine.step(), not optimizer.step(): the engine steps the optimizer at the "
                          "gradient accumulation boundary (as DeepSpeed's does)")
 
     def zero_grad(self, set_to_none=True):

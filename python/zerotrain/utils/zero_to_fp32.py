@@ -2,12 +2,8 @@
 streaming reader (every fragment's checksum checked; one tensor in memory at a time while
 reading). A checkpoint of any world size and ZeRO stage gives the whole model."""
 
-import re
-
 from .._ext import _C
 from ..errors import UsageError
-
-_SHARED_PARAMS_KEY = "__zerotrain_shared_params__"
 
 
 def _tag(tag):
@@ -23,7 +19,7 @@ def get_fp32_state_dict_from_zero_checkpoint(checkpoint_dir, tag=None, exclude_f
     frozen = set(manifest["frozen"]) if exclude_frozen_parameters else set()
     state = {name: t for name, t in _C.read_state_dict(str(checkpoint_dir), _tag(tag), "fp32")
              if name not in frozen}
-    for first, others in (manifest.get("client_state") or {}).get(_SHARED_PARAMS_KEY, {}).items():
+    for first, others in (manifest.get("client_state") or {}).get(_C.CLIENT_STATE_SHARED_PARAMS_KEY, {}).items():
         if first in state:
             for other in others:
                 state[other] = state[first]
@@ -39,19 +35,6 @@ def load_state_dict_from_zero_checkpoint(model, checkpoint_dir, tag=None):
     return model
 
 
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20,
-          "GIB": 2**30, "TIB": 2**40}
-
-
-def _parse_size(size):
-    if isinstance(size, int):
-        return size
-    m = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*", str(size))
-    if not m or m.group(2).upper() not in _UNITS:
-        raise UsageError(f"[usage] max_shard_size {size!r}: give bytes or a size such as \"5GB\" (DeepSpeed's default)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
-
-
 def convert_zero_checkpoint_to_fp32_state_dict(checkpoint_dir, output_dir, max_shard_size="5GB",
                                                safe_serialization=True, tag=None, exclude_frozen_parameters=False):
     """Writes the consolidated fp32 model into `output_dir` as safetensors (model.safetensors,
@@ -59,6 +42,6 @@ def convert_zero_checkpoint_to_fp32_state_dict(checkpoint_dir, output_dir, max_s
     about the largest tensor. A tied parameter is written once, under its first name (as
     Hugging Face saves tied weights). Returns the files written."""
     if exclude_frozen_parameters:
-        raise UsageError("[usage] exclude_frozen_parameters=True: the consolidated file holds the frozen parameters; "
+        raise UsageError("exclude_frozen_parameters=True: the consolidated file holds the frozen parameters; "
                          "drop them after loading, or use get_fp32_state_dict_from_zero_checkpoint")
-    return _C.consolidate(str(checkpoint_dir), str(output_dir), _tag(tag), "fp32", _parse_size(max_shard_size))
+    return _C.consolidate(str(checkpoint_dir), str(output_dir), _tag(tag), "fp32", _C.parse_bytes(max_shard_size, "max_shard_size"))

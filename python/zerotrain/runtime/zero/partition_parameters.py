@@ -1,7 +1,6 @@
 """DeepSpeed's zero.GatheredParameters, zero.register_external_parameter and zero.Init."""
 
 import functools
-import json
 
 import torch
 
@@ -13,7 +12,7 @@ from ...errors import UsageError
 def _engine_of(params):
     engines = {id(e): e for e in (getattr(p, "_zt_engine", lambda: None)() for p in params) if e is not None}
     if len(engines) > 1:
-        raise UsageError("[usage] GatheredParameters: the parameters belong to two engines; gather each engine's "
+        raise UsageError("GatheredParameters: the parameters belong to two engines; gather each engine's "
                          "parameters in a scope of its own")
     return next(iter(engines.values()), None)
 
@@ -65,7 +64,7 @@ class _CutScope:
 def _cutter_of(params):
     cutters = {id(c): c for c in (getattr(p, "_zt_cutter", None) for p in params) if c is not None}
     if len(cutters) > 1:
-        raise UsageError("[usage] GatheredParameters: the parameters were cut by two zero.Init scopes; gather each "
+        raise UsageError("GatheredParameters: the parameters were cut by two zero.Init scopes; gather each "
                          "scope's parameters on their own")
     return next(iter(cutters.values()), None)
 
@@ -74,10 +73,10 @@ def register_external_parameter(module, parameter):
     """Declares that `module`'s forward uses `parameter`, which another module owns, so that
     ZeRO-3 gathers it with `module`. Call it before initialize."""
     if not isinstance(module, torch.nn.Module) or not isinstance(parameter, torch.nn.Parameter):
-        raise UsageError("[usage] register_external_parameter(module, parameter): give an nn.Module and an "
+        raise UsageError("register_external_parameter(module, parameter): give an nn.Module and an "
                          "nn.Parameter")
     if getattr(parameter, "_zt_engine", None) is not None:
-        raise UsageError("[usage] register_external_parameter after deepspeed.initialize: the units are fixed then; "
+        raise UsageError("register_external_parameter after deepspeed.initialize: the units are fixed then; "
                          "call it before initialize (in the module's __init__, as DeepSpeed's examples do)")
     registered = module.__dict__.setdefault("_zt_external_parameters", [])
     if not any(p is parameter for p in registered):
@@ -192,13 +191,13 @@ class Init:
         from ... import comm as _comm
         _comm.init_distributed()   # torch.distributed first: the cutter then cuts over its group
         if self._config is None:
-            text, origin = json.dumps({"zero_optimization": {"stage": 3}}), "<zero.Init default config>"
+            config = _config.load({"zero_optimization": {"stage": 3}}, origin="<zero.Init default config>")
         else:
-            text, origin = _config.config_source(config=self._config)
+            config = _config.load(self._config)
         device = _zero_init_device()
-        group, store = _comm._adoptable_group(text, device)   # the script's torch.distributed group, if usable
+        group, store = _comm._adoptable_group(config, device)   # the script's torch.distributed group, if usable
         # Joins the job (ConfigError unless stage 3).
-        self._cutter = _C.ParamCutter(text, origin, group, store, device, from_rank0=self._from_rank0)
+        self._cutter = _C.ParamCutter(config, group, store, device, from_rank0=self._from_rank0)
 
     def _cut_own(self, module):
         params = [p for p in module._parameters.values() if p is not None and getattr(p, "_zt_cutter", None) is None]
