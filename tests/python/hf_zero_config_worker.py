@@ -63,7 +63,7 @@ def mode_load(args, rank):
     config = transformers.AutoConfig.from_pretrained(args.dir)
     transformers.AutoModelForCausalLM._model_mapping[type(config)]   # imports the model's module
     torch.nn.Linear(8, 8)(torch.zeros(1, 8))
-    from zerotrain.hf import loading, shard_reader  # noqa: F401
+    from zerotrain.hf import loading  # noqa: F401
 
     cfg = _config()
     zero_config = zhf.HfZeroConfig(cfg)

@@ -184,7 +184,7 @@ def test_auto_values_filled_as_hf_fills_them(tmp_path):
                                  gradient_accumulation_steps=2, learning_rate=2e-4, adam_beta1=0.8,
                                  adam_beta2=0.95, adam_epsilon=1e-7, weight_decay=0.1, max_grad_norm=0.5,
                                  warmup_steps=0.1, deepspeed=given, report_to="none", use_cpu=True)
-        out = auto_values.resolve(args.zerotrain_config, "<test>", args, num_training_steps=95, model=model)
+        out = auto_values.resolve(args.zerotrain_config, args, num_training_steps=95, model=model).raw()
         assert out["train_batch_size"] == 6 and out["train_micro_batch_size_per_gpu"] == 3
         assert out["gradient_accumulation_steps"] == 2 and out["gradient_clipping"] == 0.5
         assert out["optimizer"]["params"] == {"lr": 2e-4, "betas": [0.8, 0.95], "eps": 1e-7, "weight_decay": 0.1}
@@ -198,5 +198,5 @@ def test_auto_values_filled_as_hf_fills_them(tmp_path):
     cfg2 = dict(cfg, zero_optimization={"stage": 2, "reduce_bucket_size": "auto",
                                         "stage3_prefetch_bucket_size": "auto"})
     args = TrainingArguments(output_dir=str(tmp_path), deepspeed=cfg2, report_to="none", use_cpu=True)
-    out = auto_values.resolve(args.zerotrain_config, "<test>", args, num_training_steps=10, model=model)
+    out = auto_values.resolve(args.zerotrain_config, args, num_training_steps=10, model=model).raw()
     assert out["zero_optimization"]["stage3_prefetch_bucket_size"] == "auto"   # HF: stage 3 only

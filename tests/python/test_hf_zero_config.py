@@ -242,47 +242,6 @@ def test_refused_at_stage3(tiny_gpt2, tmp_path):
     del keep
 
 
-def test_reader_reads_exact_ranges(tmp_path):
-    """Every flat range of tensors of several shapes and dtypes, into chunks of the same or
-    another dtype; a truncated file is an IoError, a TensorFlow-layout file refused."""
-    from safetensors.torch import save_file
-    from zerotrain.hf.shard_reader import CheckpointFiles
-    torch.manual_seed(0)
-    tensors = {"scalar": torch.tensor(2.5), "vec": torch.randn(7), "mat": torch.randn(3, 5),
-               "cube": torch.randn(2, 3, 4), "bf16": torch.randn(4, 3).bfloat16(), "ids": torch.arange(6),
-               "mask": torch.tensor([True, False, True])}
-    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
-    files = CheckpointFiles(str(tmp_path))
-    try:
-        for name, t in tensors.items():
-            flat = t.reshape(-1)
-            assert files.shape(name) == tuple(t.shape) and torch.equal(files.read(name), t)
-            for begin in range(flat.numel() + 1):
-                for end in range(begin, flat.numel() + 1):
-                    for dtype in {t.dtype, torch.float64}:
-                        out = torch.empty(end - begin, dtype=dtype)
-                        files.read_range(name, begin, end, out)
-                        assert torch.equal(out, flat[begin:end].to(dtype)), (name, begin, end, dtype)
-    finally:
-        files.close()
-    cut = tmp_path / "cut"
-    cut.mkdir()
-    data = (tmp_path / "model.safetensors").read_bytes()
-    (cut / "model.safetensors").write_bytes(data[:-8])
-    truncated = CheckpointFiles(str(cut))
-    try:
-        with pytest.raises(zerotrain.IoError, match="truncated"):
-            for name in tensors:   # the last tensor in the file lost its end
-                truncated.read(name)
-    finally:
-        truncated.close()
-    tf = tmp_path / "tf"
-    tf.mkdir()
-    save_file({"w": torch.ones(2)}, tf / "model.safetensors", metadata={"format": "tf"})
-    with pytest.raises(zerotrain.NotSupportedError, match="tf"):
-        CheckpointFiles(str(tf))
-
-
 def test_deepspeed_never_imported():
     # Run last in this file: everything above went through zerotrain.hf and transformers.
     assert "deepspeed" not in sys.modules

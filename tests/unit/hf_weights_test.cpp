@@ -1,5 +1,6 @@
 // Where a Hugging Face folder's tensors lie (models/hf/hf_weights.h): one model.safetensors,
-// shards with model.safetensors.index.json, and each class of broken folder.
+// shards with model.safetensors.index.json, transformers' variants, and each class of broken
+// folder.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -97,7 +98,7 @@ TEST(HfWeights, ShardsThroughTheIndex) {
 TEST(HfWeights, EachBrokenFolderSaysWhatIsWrong) {
   {
     Folder f("empty");
-    EXPECT_NE(error_of<zerotrain::ConfigError>(f.path).find("no model.safetensors or model.safetensors.index.json"),
+    EXPECT_NE(error_of<zerotrain::IoError>(f.path).find("no model.safetensors or model.safetensors.index.json"),
               std::string::npos);
   }
   {
@@ -132,6 +133,37 @@ TEST(HfWeights, EachBrokenFolderSaysWhatIsWrong) {
     Folder f("not_safetensors");
     f.write("model.safetensors", "PK\x03\x04 a zip, as pytorch_model.bin is");
     EXPECT_NE(error_of<zerotrain::CheckpointError>(f.path).find("does not fit the file"), std::string::npos);
+  }
+}
+
+TEST(HfWeights, AVariantNamesItsFilesAsTransformersDoes) {
+  EXPECT_EQ(hf::with_variant("model.safetensors", "fp16"), "model.fp16.safetensors");
+  EXPECT_EQ(hf::with_variant("model.safetensors.index.json", "fp16"), "model.safetensors.index.fp16.json");
+  EXPECT_EQ(hf::with_variant("model.safetensors", ""), "model.safetensors");
+  Folder f("variant");
+  f.write("model.fp16.safetensors", safetensors({{"a", {2}}}, 7));
+  EXPECT_NE(error_of<zerotrain::IoError>(f.path).find("no model.safetensors"), std::string::npos);
+  const hf::HfWeights w = hf::HfWeights::open(f.path, {.variant = "fp16"});
+  EXPECT_EQ(first_value(w.at("a")), 7.0f);
+  f.write("model-00001-of-00001.safetensors", safetensors({{"b", {1}}}, 3));
+  f.write("model.safetensors.index.bf16.json", R"({"weight_map": {"b": "model-00001-of-00001.safetensors"}})");
+  EXPECT_EQ(first_value(hf::HfWeights::open(f.path, {.variant = "bf16"}).at("b")), 3.0f);
+}
+
+TEST(HfWeights, WeightsThatCannotBeReadInPartAreNotSupported) {
+  {
+    Folder f("pickled");
+    f.write("pytorch_model.bin", "PK\x03\x04");
+    EXPECT_NE(error_of<zerotrain::NotSupported>(f.path).find("pytorch_model.bin, which cannot be read in part"),
+              std::string::npos);
+  }
+  {
+    Folder f("tensorflow");
+    std::vector<ck::TensorEntry> entries{{.name = "w", .dtype = ck::Dtype::kF32, .shape = {1}}};
+    std::string bytes = ck::encode_safetensors_header(entries, {{"format", "tf"}});
+    bytes.append(4, '\0');
+    f.write("model.safetensors", bytes);
+    EXPECT_NE(error_of<zerotrain::NotSupported>(f.path).find("holds tf weights"), std::string::npos);
   }
 }
 
