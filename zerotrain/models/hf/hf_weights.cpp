@@ -70,7 +70,7 @@ HfWeights HfWeights::open(const fs::path& dir, const HfWeightsOptions& options) 
                "zerotrain reads each rank's share from safetensors files: save the model once with "
                "save_pretrained(dir) (safetensors is its default) and load that folder");
     }
-    throw ConfigError(detail::str(dir.string(), ": no ", single, " or ", index_file, "; save the model with "
+    throw IoError(detail::str(dir.string(), ": no ", single, " or ", index_file, "; save the model with "
                                   "save_pretrained (safetensors is its default; pytorch_model.bin is not read)"));
   }
   for (const auto& [path, names] : wanted) {

@@ -34,8 +34,8 @@ std::string with_variant(const std::string& name, const std::string& variant);
 
 class HfWeights {
  public:
-  // Throws ConfigError naming the folder when it has neither file, or the index is not one
-  // (a name mapped to no file, a file outside the folder, a name its shard does not hold);
+  // Throws IoError naming the folder when it has neither file; ConfigError when the index is
+  // not one (a name mapped to no file, a file outside the folder, a name its shard does not hold);
   // NotSupported when the folder holds only pickled weights (pytorch_model.bin), which cannot
   // be read in part, or safetensors of another framework's layout (metadata format not "pt");
   // CheckpointError naming the file when a safetensors header is damaged.
