@@ -235,7 +235,8 @@ TEST(HfFamilies, EachModelTypeHasOneFamily) {
       EXPECT_EQ(&hf::family_of(type), family);
     }
   }
-  EXPECT_EQ(hf::supported_model_types(), "gpt2, llama, mistral and qwen2");
+  // Another family adds its model_types to the list, in the table's order.
+  EXPECT_EQ(hf::supported_model_types().rfind("gpt2, llama, mistral", 0), 0u) << hf::supported_model_types();
   EXPECT_EQ(hf::family_of("qwen2").name, "llama");
   EXPECT_EQ(hf::family_of("gpt2").max_positions_key, "n_positions");
   EXPECT_EQ(hf::find_family("bert"), nullptr);
@@ -243,7 +244,7 @@ TEST(HfFamilies, EachModelTypeHasOneFamily) {
     hf::family_of("bert");
     FAIL() << "no family builds bert";
   } catch (const zerotrain::ConfigError& e) {
-    EXPECT_EQ(e.message(), "model_type \"bert\" is not supported; zerotrain builds gpt2, llama, mistral and qwen2 "
-                            "models from a folder");
+    EXPECT_EQ(e.message(), "model_type \"bert\" is not supported; zerotrain builds " + hf::supported_model_types() +
+                               " models from a folder");
   }
 }
