@@ -19,6 +19,7 @@
 #include "zerotrain/core/error.h"
 #include "zerotrain/data/synthetic.h"
 #include "zerotrain/estimate/detailed.h"
+#include "zerotrain/models/hf/families.h"
 #include "zerotrain/models/hf/hf_config.h"
 #include "zerotrain/models/hf/hf_layout.h"
 #include "zerotrain/models/models.h"

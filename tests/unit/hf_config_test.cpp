@@ -3,6 +3,7 @@
 // spelling of the rotary fields that hub folders have), and every class of bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "zerotrain/core/error.h"
+#include "zerotrain/models/hf/families.h"
 #include "zerotrain/models/hf/hf_config.h"
 
 namespace hf = zerotrain::models::hf;
@@ -70,7 +72,7 @@ TEST(HfConfig, DropoutTheModelsDoNotApplyIsListed) {
 
 TEST(HfConfig, Gpt2AsTransformersWritesIt) {
   const auto c = parse(kGpt2);
-  EXPECT_EQ(c.family, hf::Family::kGpt2);
+  EXPECT_EQ(c.family, "gpt2");
   EXPECT_EQ(c.vocab_size, 100);
   EXPECT_EQ(c.hidden_size, 32);
   EXPECT_EQ(c.num_layers, 2);
@@ -87,7 +89,7 @@ TEST(HfConfig, Gpt2AsTransformersWritesIt) {
 
 TEST(HfConfig, LlamaMistralAndQwen2AsTransformersWritesThem) {
   const auto llama = parse(kLlama);
-  EXPECT_EQ(llama.family, hf::Family::kLlama);
+  EXPECT_EQ(llama.family, "llama");
   EXPECT_EQ(llama.num_heads, 4);
   EXPECT_EQ(llama.num_kv_heads, 2);
   EXPECT_EQ(llama.head_dim, 8);
@@ -100,7 +102,7 @@ TEST(HfConfig, LlamaMistralAndQwen2AsTransformersWritesThem) {
 
   const auto mistral = parse(with(with(kLlama, R"("model_type": "llama")", R"("model_type": "mistral")"),
                                   R"("mlp_bias": false,)", R"("sliding_window": 4096,)"));
-  EXPECT_EQ(mistral.family, hf::Family::kLlama);
+  EXPECT_EQ(mistral.family, "llama");
   EXPECT_EQ(mistral.sliding_window, 4096);
 
   const auto qwen2 = parse(with(with(kLlama, R"("model_type": "llama")", R"("model_type": "qwen2")"),
@@ -219,3 +221,30 @@ TEST(HfConfig, ASavedConfigNamesTheDtypeOfItsWeights) {
 }
 
 }  // namespace
+
+// The table of families (models/hf/families.h): each model_type is built by one family, whose
+// name the config carries; one no family builds is refused with the list of those that are.
+TEST(HfFamilies, EachModelTypeHasOneFamily) {
+  std::vector<std::string> seen;
+  for (const hf::FamilyDescriptor* family : hf::families()) {
+    ASSERT_NE(family, nullptr);
+    EXPECT_TRUE(family->read_config && family->params && family->decoder_dims && family->build) << family->name;
+    for (const std::string& type : family->model_types) {
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), type), 0) << type;
+      seen.push_back(type);
+      EXPECT_EQ(&hf::family_of(type), family);
+    }
+  }
+  // Another family adds its model_types to the list, in the table's order.
+  EXPECT_EQ(hf::supported_model_types().rfind("gpt2, llama, mistral", 0), 0u) << hf::supported_model_types();
+  EXPECT_EQ(hf::family_of("qwen2").name, "llama");
+  EXPECT_EQ(hf::family_of("gpt2").max_positions_key, "n_positions");
+  EXPECT_EQ(hf::find_family("bert"), nullptr);
+  try {
+    hf::family_of("bert");
+    FAIL() << "no family builds bert";
+  } catch (const zerotrain::ConfigError& e) {
+    EXPECT_EQ(e.message(), "model_type \"bert\" is not supported; zerotrain builds " + hf::supported_model_types() +
+                               " models from a folder");
+  }
+}

@@ -165,7 +165,7 @@ int64_t decoder_norm_bytes_per_token(const DecoderDims& d, int64_t e) {
   return d.norm == DecoderDims::Norm::kRmsNorm ? d.hidden * (kFp32 + 2 * e) + kFp32 : 2 * d.hidden * e + 2 * kFp32;
 }
 
-// A decoder from a Hugging Face folder (models/hf/gpt2_model.cpp, llama_model.cpp): what
+// A decoder from a Hugging Face folder (models/hf/families/gpt2.cpp, llama.cpp): what
 // autograd keeps per token of one block, as the allocator counts it on CPU, where LibTorch's
 // scaled_dot_product_attention runs its flash kernel: it keeps its output and an fp32
 // logsumexp per head, never the probabilities.

@@ -1,7 +1,10 @@
 // A Hugging Face model folder's config.json, read for the causal language models zerotrain
-// builds from such folders: the GPT-2 family and the Llama family (Llama 2/3, Mistral, Qwen2).
-// Only what the architecture needs is kept; a model_type or a setting the C++ models do not
-// implement is an error naming the field, never a model that computes something else.
+// builds from such folders: what every family's config comes to (HfModelConfig), and the
+// family-independent part of reading it (ConfigFields, the rotary scaling block). Each
+// family reads its own fields (models/hf/families/*.cpp); parse_hf_config and read_hf_config,
+// which pick the family by model_type, are in models/hf/families.h. Only what the
+// architecture needs is kept; a model_type or a setting the C++ models do not implement is an
+// error naming the field, never a model that computes something else.
 // No LibTorch.
 #pragma once
 
@@ -16,11 +19,6 @@
 
 namespace zerotrain::models::hf {
 
-enum class Family {
-  kGpt2,    // learned positions, LayerNorm, GELU MLP, fused qkv (Conv1D weights), tied head
-  kLlama,   // rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention
-};
-
 // Rotary scaling as the config names it (rope_scaling, or transformers 5's rope_parameters).
 struct RopeScaling {
   std::string type = "default";    // default, linear, llama3
@@ -32,7 +30,7 @@ struct RopeScaling {
 
 struct HfModelConfig {
   std::string model_type;          // gpt2, llama, mistral, qwen2
-  Family family = Family::kGpt2;
+  std::string family;              // the family that reads and builds it (families.h): gpt2, llama
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_layers = 0;
@@ -57,11 +55,43 @@ struct HfModelConfig {
   std::vector<std::pair<std::string, double>> unapplied_dropout;
 };
 
-// Reads DIR/config.json. Throws ConfigError naming the file and the field: a model_type
-// other than gpt2, llama, mistral and qwen2, a missing or out-of-range size, or a setting
-// those models have that zerotrain does not implement.
-HfModelConfig read_hf_config(const std::filesystem::path& dir);
-HfModelConfig parse_hf_config(const config::Json& json, const std::string& origin);
+// Reads the fields of one config.json (or of one block of it), each error a ConfigError
+// naming the file and the field ("rope_parameters.factor").
+class ConfigFields {
+ public:
+  ConfigFields(const config::Json& json, std::string origin, std::string block = "");
+
+  // The fields of the object at `field`; fails unless it is one.
+  ConfigFields nested(const std::string& field) const;
+  // `field` empty: the block itself.
+  [[noreturn]] void fail(const std::string& field, const std::string& what) const;
+  bool has(const std::string& field) const;
+
+  // A missing field is `fallback`, or an error without one.
+  int64_t integer(const std::string& field, std::optional<int64_t> fallback, int64_t min = 1) const;
+  double number(const std::string& field, double fallback) const;
+  bool flag(const std::string& field, bool fallback) const;
+  std::string text(const std::string& field, const std::string& fallback) const;
+  // A setting the C++ models do not implement, unless it has the value they compute.
+  void require(const std::string& field, const config::Json& implemented, const std::string& why) const;
+  // A token id: an integer, or the first of a list (Llama 3's several end-of-text ids).
+  std::optional<int64_t> token(const std::string& field) const;
+  const config::Json& json() const { return json_; }
+
+ private:
+  std::string name(const std::string& field) const;
+
+  const config::Json& json_;
+  std::string origin_;
+  std::string block_;
+};
+
+// rope_scaling, or transformers 5's rope_parameters (which also holds rope_theta): for the
+// families with rotary positions.
+RopeScaling read_rope_scaling(const ConfigFields& block);
+
+// DIR/config.json, the file that must be there; throws ConfigError when it is not.
+std::filesystem::path config_json_of(const std::filesystem::path& dir);
 
 // config.json's text for a folder whose weights are saved in `dtype` ("float32", "bfloat16",
 // "float16"): its "dtype" and "torch_dtype" (transformers 5's name and the older one) say so,

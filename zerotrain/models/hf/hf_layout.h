@@ -23,7 +23,8 @@ struct HfParam {
 };
 
 // Every parameter once: a head tied to the token embedding is that embedding's parameter,
-// so it has no entry of its own (and the folder no tensor for it).
+// so it has no entry of its own (and the folder no tensor for it). The config's family
+// (families.h) lists them.
 std::vector<HfParam> hf_params(const HfModelConfig& config);
 
 // The name the base model's parameters have under the causal LM ("transformer." for GPT-2,

@@ -10,6 +10,7 @@
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
 #include "zerotrain/core/strings.h"
+#include "zerotrain/models/hf/families.h"
 #include "zerotrain/models/hf/hf_layout.h"
 #include "zerotrain/stages/stage3/preshard.h"
 
@@ -42,9 +43,12 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// Tensors of older saves that are not parameters, which transformers ignores too.
+// Tensors of older saves that are not parameters, which transformers ignores too: the
+// family's (GPT-2's attn.bias masks), rotary inverse frequencies, a tied head's weight.
 bool ignorable(const std::string& name, const HfModelConfig& config) {
-  if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias")) return config.family == Family::kGpt2;
+  for (const std::string& tail : family_of(config).ignorable_suffixes) {
+    if (ends_with(name, tail)) return true;
+  }
   if (ends_with(name, "rotary_emb.inv_freq")) return true;
   return name == "lm_head.weight" && config.tie_word_embeddings;
 }
@@ -155,7 +159,7 @@ std::shared_ptr<HfCausalLm> load_hf_module(const std::filesystem::path& dir, con
           reader.read(*name, offset, numel, chunk);
           from_chunks.insert(param.unsafeGetTensorImpl());
         });
-    module = config.family == Family::kGpt2 ? build_gpt2(config, make) : build_llama(config, make);
+    module = family_of(config).build(config, make);
   }
   // The rest whole: every parameter at stages 0-2, what no unit owns at stage 3.
   std::unordered_set<const void*> seen;

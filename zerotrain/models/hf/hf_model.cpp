@@ -11,6 +11,7 @@
 #include "zerotrain/core/logging.h"
 #include "zerotrain/core/input_file.h"
 #include "zerotrain/core/strings.h"
+#include "zerotrain/models/hf/families.h"
 #include "zerotrain/models/hf/hf_config.h"
 #include "zerotrain/models/hf/hf_layout.h"
 #include "zerotrain/models/hf/hf_load.h"
@@ -39,7 +40,7 @@ int64_t block_size_of(const std::string& dir, const std::string& text, const HfM
     }
     ZT_CHECK(used == value.size() && parsed > 0 && parsed <= c.max_positions, UsageError, "--model_config block_size=",
              value, ": give a positive integer up to the model's ",
-             c.family == Family::kGpt2 ? "n_positions" : "max_position_embeddings", " (", c.max_positions, ")");
+             family_of(c).max_positions_key, " (", c.max_positions, ")");
     block = parsed;
   }
   return block;
@@ -63,29 +64,6 @@ std::string describe_model(const std::string& dir, const HfModelConfig& c) {
 Fields fields_of(const HfModelConfig& c, int64_t block) {
   return {{"vocab_size", c.vocab_size}, {"block_size", block},         {"n_layer", c.num_layers},
           {"hidden_size", c.hidden_size}, {"n_head", c.num_heads},     {"n_kv_head", c.num_kv_heads}};
-}
-
-// What the activation estimate needs (estimate/detailed.cpp counts what these modules keep
-// for backward). Not the built-in GPT's dimensions even for GPT-2: the folder's model attends
-// through the fused kernel and computes gelu_new op by op, which keep other tensors.
-estimate::DecoderDims decoder_dims(const HfModelConfig& c, int64_t block) {
-  estimate::DecoderDims d;
-  const bool gpt2 = c.family == Family::kGpt2;
-  d.norm = gpt2 ? estimate::DecoderDims::Norm::kLayerNorm : estimate::DecoderDims::Norm::kRmsNorm;
-  d.n_layer = c.num_layers;
-  d.n_head = c.num_heads;
-  d.n_kv_head = c.num_kv_heads;
-  d.head_dim = c.head_dim;
-  d.hidden = c.hidden_size;
-  d.intermediate = c.intermediate_size;
-  d.vocab_size = c.vocab_size;
-  d.block_size = block;
-  // gpt2_model.cpp's activate(): gelu_new keeps its input, 0.5 x, the tanh, 1 + tanh and
-  // their product; at::gelu its input and output. llama_model.cpp's SwiGLU: gate, silu(gate),
-  // up and the product.
-  d.mlp_saved = !gpt2 ? 4 : c.activation == "gelu_new" ? 5 : 2;
-  d.sliding_window = c.sliding_window.value_or(0);
-  return d;
 }
 
 // The folder's files a saved model carries besides its weights: its config, and its
@@ -184,7 +162,9 @@ estimate::ModelShape hf_shape_of(const std::string& dir, const std::string& conf
     per_module[p.module()] += p.numel();
   }
   for (const auto& [module, numel] : per_module) s.largest_layer_params = std::max(s.largest_layer_params, numel);
-  s.decoder = decoder_dims(c, block);
+  // What the activation estimate needs (estimate/detailed.cpp counts what the family's
+  // modules keep for backward).
+  s.decoder = family_of(c).decoder_dims(c, block);
   return s;
 }
 

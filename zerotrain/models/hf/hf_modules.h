@@ -1,5 +1,5 @@
-// The pieces the models built from Hugging Face folders are made of (gpt2_model.cpp,
-// llama_model.cpp), each computing what its transformers counterpart computes in eval mode,
+// The pieces the models built from Hugging Face folders are made of (families/gpt2.cpp,
+// families/llama.cpp), each computing what its transformers counterpart computes in eval mode,
 // with its parameters named and laid out as transformers stores them, so that a parameter's
 // name without the Sharded wrappers' ".module" is its tensor's name in the folder and the
 // file's bytes are the parameter's.
@@ -40,15 +40,12 @@ class ParamMaker {
 };
 
 // The causal LM as the Model (hf_model.cpp) drives it: token ids [B, T] -> logits [B, T, V]
-// in the model's dtype.
+// in the model's dtype. A family's descriptor builds it (families.h).
 struct HfCausalLm : torch::nn::Module {
   virtual at::Tensor forward(const at::Tensor& ids) = 0;
   // --gradient_checkpointing: each decoder block keeps only its input (gpt.cpp's scheme).
   std::optional<activation::Checkpointer> checkpointer;
 };
-
-std::shared_ptr<HfCausalLm> build_gpt2(const HfModelConfig& config, ParamMaker& make);
-std::shared_ptr<HfCausalLm> build_llama(const HfModelConfig& config, ParamMaker& make);
 
 // nn.Linear: weight [out, in], an optional bias.
 struct LinearImpl : torch::nn::Module {

@@ -1,13 +1,16 @@
-// The Llama family as transformers' LlamaForCausalLM, MistralForCausalLM and
-// Qwen2ForCausalLM compute it in eval mode: RMSNorm, rotary positions (rotate_half, inverse
-// frequencies of rope types default, linear and llama3), grouped-query attention, a SwiGLU
-// MLP; Mistral's sliding window, Qwen2's q/k/v biases.
+// The Llama family (model_types llama, mistral, qwen2), all of it: its config.json fields, its
+// parameters, what its layers keep for backward, and the module as transformers'
+// LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM compute it in eval mode: RMSNorm,
+// rotary positions (rotate_half, inverse frequencies of rope types default, linear and llama3),
+// grouped-query attention, a SwiGLU MLP; Mistral's sliding window, Qwen2's q/k/v biases.
 #include <ATen/ATen.h>
 #include <torch/nn/modules/container/modulelist.h>
 
 #include <cmath>
 #include <vector>
 
+#include "zerotrain/core/error.h"
+#include "zerotrain/models/hf/families.h"
 #include "zerotrain/models/hf/hf_modules.h"
 #include "zerotrain/stages/stage3/sharded.h"
 
@@ -166,10 +169,102 @@ struct LlamaLm final : HfCausalLm {
   std::optional<int64_t> sliding_window;
 };
 
-}  // namespace
-
-std::shared_ptr<HfCausalLm> build_llama(const HfModelConfig& config, ParamMaker& make) {
+std::shared_ptr<HfCausalLm> build(const HfModelConfig& config, ParamMaker& make) {
   return std::make_shared<LlamaLm>(make, config);
 }
+
+void read_config(const ConfigFields& f, HfModelConfig& c) {
+  if (const double p = f.number("attention_dropout", 0); p > 0) c.unapplied_dropout.emplace_back("attention_dropout", p);
+  c.vocab_size = f.integer("vocab_size", std::nullopt);
+  c.hidden_size = f.integer("hidden_size", std::nullopt);
+  c.num_layers = f.integer("num_hidden_layers", std::nullopt);
+  c.num_heads = f.integer("num_attention_heads", std::nullopt);
+  c.num_kv_heads = f.integer("num_key_value_heads", c.num_heads);
+  c.intermediate_size = f.integer("intermediate_size", std::nullopt);
+  c.max_positions = f.integer("max_position_embeddings", std::nullopt);
+  c.norm_eps = f.number("rms_norm_eps", 1e-6);
+  c.activation = f.text("hidden_act", "silu");
+  if (c.activation != "silu") f.fail("hidden_act", "\"" + c.activation + "\" is not implemented; the Llama family's MLP is silu");
+  c.tie_word_embeddings = f.flag("tie_word_embeddings", false);
+  if (c.num_heads % c.num_kv_heads != 0) {
+    f.fail("num_key_value_heads", detail::str(c.num_kv_heads, " does not divide num_attention_heads ", c.num_heads));
+  }
+  if (!f.has("head_dim") && c.hidden_size % c.num_heads != 0) {
+    f.fail("num_attention_heads", detail::str(c.num_heads, " does not divide hidden_size ", c.hidden_size,
+                                              " (and there is no head_dim)"));
+  }
+  c.head_dim = f.integer("head_dim", c.hidden_size / c.num_heads);
+  if (c.model_type == "qwen2") {
+    c.qkv_bias = true;   // Qwen2's q, k and v projections always have biases; its output projection has none
+    f.require("use_sliding_window", false, "full attention in every layer");
+  } else {
+    c.qkv_bias = c.out_bias = f.flag("attention_bias", false);
+  }
+  if (c.model_type == "llama") c.mlp_bias = f.flag("mlp_bias", false);
+  // transformers 5 writes rope_parameters {rope_theta, rope_type, ...}; earlier ones rope_theta
+  // and rope_scaling beside the other fields.
+  if (f.has("rope_parameters")) {
+    const ConfigFields p = f.nested("rope_parameters");
+    c.rope_theta = p.number("rope_theta", c.rope_theta);
+    c.rope_scaling = read_rope_scaling(p);
+  } else {
+    c.rope_theta = f.number("rope_theta", 10000.0);
+    if (f.has("rope_scaling")) c.rope_scaling = read_rope_scaling(f.nested("rope_scaling"));
+  }
+  if (!(c.rope_theta > 0)) f.fail("rope_theta", detail::str("must be above 0, got ", c.rope_theta));
+  if (c.model_type == "mistral" && f.has("sliding_window")) c.sliding_window = f.integer("sliding_window", std::nullopt);
+}
+
+// LlamaForCausalLM (and Mistral's, Qwen2's): model.{embed_tokens, layers.N, norm}, lm_head.
+// A layer registers self_attn, mlp, then its two norms, as transformers' does.
+std::vector<HfParam> params(const HfModelConfig& c) {
+  std::vector<HfParam> out;
+  const int64_t e = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t inner = c.intermediate_size;
+  out.push_back({"model.embed_tokens.weight", {c.vocab_size, e}, 1});
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const int unit = static_cast<int>(2 + i);
+    auto linear = [&](const std::string& name, int64_t out_features, int64_t in_features, bool bias) {
+      out.push_back({p + name + ".weight", {out_features, in_features}, unit});
+      if (bias) out.push_back({p + name + ".bias", {out_features}, unit});
+    };
+    linear("self_attn.q_proj", q, e, c.qkv_bias);
+    linear("self_attn.k_proj", kv, e, c.qkv_bias);
+    linear("self_attn.v_proj", kv, e, c.qkv_bias);
+    linear("self_attn.o_proj", e, q, c.out_bias);
+    linear("mlp.gate_proj", inner, e, c.mlp_bias);
+    linear("mlp.up_proj", inner, e, c.mlp_bias);
+    linear("mlp.down_proj", e, inner, c.mlp_bias);
+    out.push_back({p + "input_layernorm.weight", {e}, unit});
+    out.push_back({p + "post_attention_layernorm.weight", {e}, unit});
+  }
+  out.push_back({"model.norm.weight", {e}, 0});
+  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, e}, static_cast<int>(2 + c.num_layers)});
+  return out;
+}
+
+// RMSNorm computed in fp32; the SwiGLU MLP keeps gate, silu(gate), up and the product.
+estimate::DecoderDims decoder_dims(const HfModelConfig& c, int64_t block) {
+  estimate::DecoderDims d = decoder_dims_of(c, block);
+  d.norm = estimate::DecoderDims::Norm::kRmsNorm;
+  d.mlp_saved = 4;
+  return d;
+}
+
+}  // namespace
+
+extern const FamilyDescriptor kLlamaFamily;   // the table's row (families.cpp)
+const FamilyDescriptor kLlamaFamily{
+    .name = "llama",
+    .model_types = {"llama", "mistral", "qwen2"},
+    .max_positions_key = "max_position_embeddings",
+    .base_model_prefix = "model.",
+    .ignorable_suffixes = {},
+    .read_config = read_config,
+    .params = params,
+    .decoder_dims = decoder_dims,
+    .build = build,
+};
 
 }  // namespace zerotrain::models::hf
