@@ -3,7 +3,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "zerotrain/comm/process_group.h"
+#include "zerotrain/comm/process_group/process_group.h"
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::python {

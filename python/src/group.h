@@ -1,5 +1,6 @@
 // The script's torch.distributed process group as the engine's communicator
-// (comm/process_group.h): python/zerotrain/comm decides when to adopt it and passes it here.
+// (comm/process_group/process_group.h): python/zerotrain/comm decides when to adopt it and
+// passes it here.
 #pragma once
 
 #include <optional>

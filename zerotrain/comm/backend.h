@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "zerotrain/comm/progress.h"
-#include "zerotrain/comm/rendezvous.h"
+#include "zerotrain/comm/rendezvous/rendezvous.h"
 #include "zerotrain/comm/types.h"
 #include "zerotrain/comm/work.h"
 

@@ -285,7 +285,8 @@ Communicator Communicator::init(const RendezvousInfo& where, CommOptions options
       throw ConfigError(str("the threads backend joins threads of one process (Communicator::make_thread_world); a "
                             "job of ", where.world_size, " processes needs gloo or mpi"));
     case BackendKind::kProcessGroup:
-      throw ConfigError("a torch.distributed process group is adopted (comm/process_group.h), not opened by name");
+      throw ConfigError(
+          "a torch.distributed process group is adopted (comm/process_group/process_group.h), not opened by name");
     case BackendKind::kAuto:
     case BackendKind::kShm: ZT_INTERNAL_ASSERT(false, "resolved above");
   }

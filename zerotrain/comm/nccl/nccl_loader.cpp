@@ -1,4 +1,4 @@
-// The nccl backend lives in a plugin, libzerotrain_nccl.so (comm/nccl_backend.cpp, built
+// The nccl backend lives in a plugin, libzerotrain_nccl.so (comm/nccl/nccl_backend.cpp, built
 // on c10d's ProcessGroupNCCL), which this file loads the first time a job asks for nccl.
 // ProcessGroupNCCL is part of LibTorch's CUDA half, and linking that into every program
 // would cost each CPU process ~240 MiB of memory (zerotrain/cuda/autoload.cpp says more).

@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "zerotrain/comm/backend.h"
-#include "zerotrain/comm/store.h"
+#include "zerotrain/comm/rendezvous/store.h"
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::comm::detail {
