@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "zerotrain/comm/c10d/c10d_backend.h"
+#include "zerotrain/comm/gloo/gloo_backend.h"
 #include "zerotrain/comm/rendezvous/store.h"
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"

@@ -16,7 +16,7 @@
 #include <climits>
 #include <thread>
 
-#include "zerotrain/comm/backend.h"
+#include "zerotrain/comm/mpi/mpi_backend.h"
 #include "zerotrain/comm/rendezvous/store.h"
 #include "zerotrain/core/error.h"
 

@@ -7,7 +7,7 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
-#include "zerotrain/comm/backend.h"
+#include "zerotrain/comm/nccl/nccl_backend.h"
 #include "zerotrain/comm/report.h"
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"
