@@ -69,6 +69,12 @@ void copy_back(const at::Tensor& dst, const at::Tensor& flat_src) {
   dst.copy_(flat_src.view(dst.sizes()));
 }
 
+// What the coalesced collectives (coalesced.h) need of `comm`; they issue each bucket as one
+// of its plain collectives.
+detail::Coalescing coalescing_of(const Communicator& comm) {
+  return {comm.rank(), comm.world_size(), comm.options().bucket_nbytes, comm.options().timeout};
+}
+
 }  // namespace
 
 struct Issuer {
@@ -318,15 +324,21 @@ Work Communicator::all_gather(const at::Tensor& input, const at::Tensor& output)
 }
 Work Communicator::broadcast(const at::Tensor& tensor, int root) { return Issuer{state_}.broadcast(tensor, root); }
 Work Communicator::barrier() { return Issuer{state_}.barrier(); }
+
 Work Communicator::all_reduce_coalesced(const std::vector<at::Tensor>& tensors, ReduceOp op) {
-  return detail::coalesced_all_reduce(*this, tensors, op);
+  return detail::coalesced_all_reduce(coalescing_of(*this), tensors,
+                                      [this, op](const at::Tensor& t) { return all_reduce(t, op); });
 }
 Work Communicator::reduce_scatter_coalesced(const std::vector<at::Tensor>& inputs,
                                             const std::vector<at::Tensor>& outputs, ReduceOp op) {
-  return detail::coalesced_reduce_scatter(*this, inputs, outputs, op);
+  return detail::coalesced_reduce_scatter(
+      coalescing_of(*this), inputs, outputs,
+      [this, op](const at::Tensor& in, const at::Tensor& out) { return reduce_scatter(in, out, op); });
 }
 Work Communicator::all_gather_coalesced(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
-  return detail::coalesced_all_gather(*this, inputs, outputs);
+  return detail::coalesced_all_gather(
+      coalescing_of(*this), inputs, outputs,
+      [this](const at::Tensor& in, const at::Tensor& out) { return all_gather(in, out); });
 }
 
 std::vector<std::string> Communicator::composed_paths() const {
