@@ -22,7 +22,7 @@ target_link_libraries(zerotrain_all INTERFACE zerotrain::trainer zerotrain::engi
                       zerotrain::estimate zerotrain::models zerotrain::data)
 # The public headers are C++20 (designated initializers in the options structs).
 target_compile_features(zerotrain_all INTERFACE cxx_std_20)
-# The nccl plugin binds to the program's zerotrain functions (comm/nccl_loader.cpp): a
+# The nccl plugin binds to the program's zerotrain functions (comm/nccl/nccl_loader.cpp): a
 # program that links the library exports its symbols, as zerotrain's own do.
 target_link_options(zerotrain_all INTERFACE -rdynamic)
 

@@ -17,7 +17,7 @@
 #include "zerotrain/config/resolve.h"             // "auto" values and the batch triangle
 
 #include "zerotrain/comm/communicator.h"          // Communicator: collectives with timeouts
-#include "zerotrain/comm/rendezvous.h"            // where this rank is (the launchers' environment)
+#include "zerotrain/comm/rendezvous/rendezvous.h"  // where this rank is (the launchers' environment)
 
 #include "zerotrain/engine/engine.h"              // initialize, Engine, ZeroInit, GatheredParameters
 #include "zerotrain/stages/stage3/sharded.h"      // Sharded<M>: a unit of ZeRO stage 3

@@ -4,8 +4,8 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "config_handle.h"
-#include "zerotrain/comm/process_group.h"
-#include "zerotrain/comm/rendezvous.h"
+#include "zerotrain/comm/process_group/process_group.h"
+#include "zerotrain/comm/rendezvous/rendezvous.h"
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::python {

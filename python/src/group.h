@@ -1,6 +1,6 @@
 // The script's torch.distributed process group as the engine's communicator
-// (comm/process_group.h): whether the engine runs its collectives on it or opens its own
-// group is decided here, once, for initialize and zero.Init alike (python/zerotrain/comm
+// (comm/process_group/process_group.h): whether the engine runs its collectives on it or opens
+// its own group is decided here, once, for initialize and zero.Init alike (python/zerotrain/comm
 // only fetches torch's default group and store and passes them in).
 #pragma once
 

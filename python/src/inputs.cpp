@@ -3,7 +3,7 @@
 #include "bindings.h"
 #include "config_handle.h"
 #include "zerotrain/comm/communicator.h"
-#include "zerotrain/comm/rendezvous.h"
+#include "zerotrain/comm/rendezvous/rendezvous.h"
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/strings.h"
 #include "zerotrain/trainer/device.h"

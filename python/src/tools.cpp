@@ -8,10 +8,10 @@
 #include "zerotrain/checkpoint/locate.h"
 #include "zerotrain/checkpoint/names.h"
 #include "zerotrain/checkpoint/reader.h"
-#include "zerotrain/comm/job_token.h"
-#include "zerotrain/comm/process_group.h"
-#include "zerotrain/comm/rendezvous.h"
-#include "zerotrain/comm/store_listener.h"
+#include "zerotrain/comm/process_group/process_group.h"
+#include "zerotrain/comm/rendezvous/job_token.h"
+#include "zerotrain/comm/rendezvous/rendezvous.h"
+#include "zerotrain/comm/rendezvous/store_listener.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/checkpoint/protocol/tensor_dtype.h"
 #include "zerotrain/estimate/deepspeed_estimator.h"
@@ -65,7 +65,7 @@ void bind_tools(py::module_& m) {
     d["master_port"] = r.master_port;
     return d;
   }, "Where this process is in its job, read from the launcher's environment as the engine reads it.");
-  // torch.distributed's store made as the engine makes its own (zerotrain/comm/store.h).
+  // torch.distributed's store made as the engine makes its own (zerotrain/comm/rendezvous/store.h).
   m.def("listen_for_store", [](const std::string& host, int port, bool spans_hosts) {
     const auto listener = comm::detail::listen_for_store(host, port, spans_hosts);
     return py::make_tuple(listener.fd, listener.port);
@@ -78,7 +78,7 @@ void bind_tools(py::module_& m) {
   m.def("release_adopted_groups", [] {
     py::gil_scoped_release no_gil;   // a group's destructor joins threads that may want the GIL
     return comm::release_adopted_groups();
-  }, "Drops every engine's hold on torch.distributed's group (zerotrain/comm/process_group.h).");
+  }, "Drops every engine's hold on torch.distributed's group (zerotrain/comm/process_group/process_group.h).");
   m.def("zero2_report", [](double total_params, int64_t gpus_per_node, int64_t nodes, double buffer_factor) {
     return estimate::zero2_report(total_params, {gpus_per_node, nodes, buffer_factor});
   });

@@ -6,7 +6,8 @@
 //     --large    adds tensors of 2^20 + 3 elements
 //     --adopt    builds a c10d process group as torch.distributed.init_process_group("gloo")
 //                does (a TCPStore on MASTER_PORT, a ProcessGroup holding a ProcessGroupGloo)
-//                and runs the checks on the Communicator that adopts it (comm/process_group.h)
+//                and runs the checks on the Communicator that adopts it
+//                (comm/process_group/process_group.h)
 //     --device   where the collectives' tensors live: cpu (default) or cuda:N (every rank on
 //                GPU N: two ranks can share one GPU over gloo, as tests/gpu/train_ws2_gpu_test.sh
 //                runs it). The references are computed on the CPU, and every result must be
@@ -25,7 +26,7 @@
 #include <vector>
 
 #include "zerotrain/comm/communicator.h"
-#include "zerotrain/comm/process_group.h"
+#include "zerotrain/comm/process_group/process_group.h"
 #include "zerotrain/core/error.h"
 
 namespace comm = zerotrain::comm;

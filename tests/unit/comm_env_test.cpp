@@ -10,7 +10,7 @@
 
 #include "tests/unit/comm_test_util.h"
 #include "zerotrain/comm/communicator.h"
-#include "zerotrain/comm/rendezvous.h"
+#include "zerotrain/comm/rendezvous/rendezvous.h"
 #include "zerotrain/config/config.h"
 #include "zerotrain/comm/types.h"
 #include "zerotrain/core/error.h"

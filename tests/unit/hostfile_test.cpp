@@ -250,9 +250,9 @@ TEST(Plan, MpiOnOneHostKeepsItsTrafficOnLoopback) {
   }
 }
 
-// Every rank of one launch gets the same random ZEROTRAIN_JOB_TOKEN (zerotrain/comm/job_token.h);
-// another launch another one; one node of a job started node by node none, unless the user
-// gives one (then that one).
+// Every rank of one launch gets the same random ZEROTRAIN_JOB_TOKEN
+// (zerotrain/comm/rendezvous/job_token.h); another launch another one; one node of a job
+// started node by node none, unless the user gives one (then that one).
 TEST(Plan, TheRanksOfOneLaunchShareAJobToken) {
   ::unsetenv("ZEROTRAIN_JOB_TOKEN");
   zl::LaunchOptions o;

@@ -67,7 +67,8 @@ Env comm_env(const LaunchOptions& o) {
 }
 
 // 128 random bits, in hex: the ranks of one job present it to each other at the rendezvous
-// (zerotrain/comm/job_token.h), so that a rank of another job given the same port stops there.
+// (zerotrain/comm/rendezvous/job_token.h), so that a rank of another job given the same port
+// stops there.
 std::string random_job_token() {
   unsigned char bits[16];
   ZT_CHECK(::getrandom(bits, sizeof(bits), 0) == static_cast<ssize_t>(sizeof(bits)), IoError,

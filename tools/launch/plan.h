@@ -35,9 +35,9 @@ struct LaunchOptions {
   // The wrapper's: each host's CUDA_VISIBLE_DEVICES, in hostfile order, ';' between hosts
   // ("0,1;2,3"), where --include/--exclude chose slots. Empty: leave the variable alone.
   std::string visible_devices;
-  // Exported to every rank as ZEROTRAIN_JOB_TOKEN (zerotrain/comm/job_token.h). Empty: the one
-  // in the environment, else a new random one where this launcher starts the whole job (not
-  // one node of --nnodes), else none.
+  // Exported to every rank as ZEROTRAIN_JOB_TOKEN (zerotrain/comm/rendezvous/job_token.h).
+  // Empty: the one in the environment, else a new random one where this launcher starts the
+  // whole job (not one node of --nnodes), else none.
   std::string job_token;
   std::vector<std::string> command;
 };

@@ -1,4 +1,4 @@
-// The interface each backend implements, and the factories. Internal to comm/: users go
+// The interface each backend implements, and what backends share. Internal to comm/: users go
 // through Communicator, which checks arguments, numbers the collectives, checks
 // fingerprints, and composes what a backend lacks (uneven chunks, dtypes it cannot
 // reduce, averages) before calling in here.
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "zerotrain/comm/progress.h"
-#include "zerotrain/comm/rendezvous.h"
+#include "zerotrain/comm/rendezvous/rendezvous.h"
 #include "zerotrain/comm/types.h"
 #include "zerotrain/comm/work.h"
 
@@ -63,23 +63,11 @@ class Backend {
   virtual std::unique_ptr<Backend> subgroup(const std::vector<int>& members, const std::string& tag);
 };
 
-// One Backend per rank thread, all sharing one in-process world.
-std::vector<std::unique_ptr<Backend>> make_thread_backends(int world_size, const CommOptions& options);
 // An average a transport cannot take: its sum (in `t`) divided by the world size, integers
 // truncated, as every backend gives them.
 void divide_in_place(const at::Tensor& t, int world_size);
 // Whether the collectives reduce `dtype`: floating point and integers, not bool or complex.
 bool is_reducible(at::ScalarType dtype);
-
-std::unique_ptr<Backend> make_gloo_backend(const RendezvousInfo& where, const CommOptions& options);
-std::unique_ptr<Backend> make_mpi_backend(const RendezvousInfo& where, const CommOptions& options);
-std::unique_ptr<Backend> make_nccl_backend(const RendezvousInfo& where, const CommOptions& options);
-// Over `world`: ranks that share a host talk over shared memory, one rank per host crosses
-// `world`'s transport (comm/shm/). Returns `world` itself when no two ranks share a host,
-// unless `required` (comm.backend "shm"), which then throws ConfigError.
-std::unique_ptr<Backend> make_shm_backend(std::unique_ptr<Backend> world, const CommOptions& options, bool required);
-bool mpi_compiled();
-bool nccl_compiled();
 
 // Whether two tensors share any byte of memory (MPI forbids overlapping send and receive buffers).
 inline bool overlaps(const at::Tensor& a, const at::Tensor& b) {

@@ -1,5 +1,5 @@
 // The *_coalesced collectives (coalesced.h): each bucket is packed into one flat tensor, issued
-// as one collective of the Communicator, and unpacked into the caller's tensors on wait().
+// as one plain collective, and unpacked into the caller's tensors on wait().
 #include "zerotrain/comm/coalesced.h"
 
 #include <ATen/ATen.h>
@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "zerotrain/comm/collective_work.h"
+#include "zerotrain/comm/types.h"
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::comm::detail {
@@ -79,15 +80,16 @@ void check_same_dtype(const std::vector<at::Tensor>& a, const std::vector<at::Te
 
 }  // namespace
 
-Work coalesced_all_reduce(Communicator& comm, const std::vector<at::Tensor>& tensors, ReduceOp op) {
+Work coalesced_all_reduce(const Coalescing& how, const std::vector<at::Tensor>& tensors,
+                          const IssueInPlace& all_reduce) {
   check_list(tensors, "all_reduce_coalesced", "", /*reduces=*/true);
   std::vector<WorkPtr> parts;
   std::vector<std::function<void()>> unpack;
-  for (const auto& bucket : make_buckets(tensors, comm.options().bucket_nbytes)) {
+  for (const auto& bucket : make_buckets(tensors, how.bucket_nbytes)) {
     std::vector<at::Tensor> views;
     for (size_t i : bucket) views.push_back(tensors[i].reshape(-1));
     at::Tensor packed = at::cat(views);   // (sum of numels,) in the bucket's dtype
-    parts.push_back(adapt(comm.all_reduce(packed, op)));
+    parts.push_back(adapt(all_reduce(packed)));
     // The unpack step holds the tensors, not the caller's vector (it may be gone by wait()).
     std::vector<at::Tensor> targets;
     for (size_t i : bucket) targets.push_back(tensors[i]);
@@ -99,16 +101,16 @@ Work coalesced_all_reduce(Communicator& comm, const std::vector<at::Tensor>& ten
       }
     });
   }
-  return group(std::move(parts), [unpack] { for (const auto& f : unpack) f(); }, comm.options().timeout);
+  return group(std::move(parts), [unpack] { for (const auto& f : unpack) f(); }, how.timeout);
 }
 
-Work coalesced_reduce_scatter(Communicator& comm, const std::vector<at::Tensor>& inputs,
-                              const std::vector<at::Tensor>& outputs, ReduceOp op) {
+Work coalesced_reduce_scatter(const Coalescing& how, const std::vector<at::Tensor>& inputs,
+                              const std::vector<at::Tensor>& outputs, const IssueInto& reduce_scatter) {
   check_list(inputs, "reduce_scatter_coalesced", "input", /*reduces=*/true);
   check_list(outputs, "reduce_scatter_coalesced", "output");
   check_same_dtype(inputs, outputs, "reduce_scatter_coalesced");
-  const int ws = comm.world_size();
-  const int rank = comm.rank();
+  const int ws = how.world_size;
+  const int rank = how.rank;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const int64_t want = chunk_range(inputs[i].numel(), ws, rank).numel;
     ZT_CHECK(outputs[i].numel() == want, UsageError, "reduce_scatter_coalesced: output ", i, " has ",
@@ -117,7 +119,7 @@ Work coalesced_reduce_scatter(Communicator& comm, const std::vector<at::Tensor>&
   }
   std::vector<WorkPtr> parts;
   std::vector<std::function<void()>> unpack;
-  for (const auto& bucket : make_buckets(inputs, comm.options().bucket_nbytes)) {
+  for (const auto& bucket : make_buckets(inputs, how.bucket_nbytes)) {
     // Rank-major packing: segment r holds every tensor's chunk r, each padded to its largest chunk.
     int64_t segment = 0;
     for (size_t i : bucket) segment += chunk_numel_max(inputs[i].numel(), ws);
@@ -134,23 +136,23 @@ Work coalesced_reduce_scatter(Communicator& comm, const std::vector<at::Tensor>&
       offset += chunk_numel_max(source.numel(), ws);
     }
     at::Tensor result = at::empty({segment}, packed.options());
-    parts.push_back(adapt(comm.reduce_scatter(packed, result, op)));
+    parts.push_back(adapt(reduce_scatter(packed, result)));
     unpack.push_back([result, targets] {
       for (const auto& [out, at_offset] : targets) {
         out.copy_(result.narrow(0, at_offset, out.numel()).view(out.sizes()));
       }
     });
   }
-  return group(std::move(parts), [unpack] { for (const auto& f : unpack) f(); }, comm.options().timeout);
+  return group(std::move(parts), [unpack] { for (const auto& f : unpack) f(); }, how.timeout);
 }
 
-Work coalesced_all_gather(Communicator& comm, const std::vector<at::Tensor>& inputs,
-                          const std::vector<at::Tensor>& outputs) {
+Work coalesced_all_gather(const Coalescing& how, const std::vector<at::Tensor>& inputs,
+                          const std::vector<at::Tensor>& outputs, const IssueInto& all_gather) {
   check_list(inputs, "all_gather_coalesced", "input");
   check_list(outputs, "all_gather_coalesced", "output");
   check_same_dtype(inputs, outputs, "all_gather_coalesced");
-  const int ws = comm.world_size();
-  const int rank = comm.rank();
+  const int ws = how.world_size;
+  const int rank = how.rank;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const int64_t want = chunk_range(outputs[i].numel(), ws, rank).numel;
     ZT_CHECK(inputs[i].numel() == want, UsageError, "all_gather_coalesced: input ", i, " has ", inputs[i].numel(),
@@ -158,7 +160,7 @@ Work coalesced_all_gather(Communicator& comm, const std::vector<at::Tensor>& inp
   }
   std::vector<WorkPtr> parts;
   std::vector<std::function<void()>> unpack;
-  for (const auto& bucket : make_buckets(outputs, comm.options().bucket_nbytes)) {
+  for (const auto& bucket : make_buckets(outputs, how.bucket_nbytes)) {
     int64_t segment = 0;
     for (size_t i : bucket) segment += chunk_numel_max(outputs[i].numel(), ws);
     at::Tensor packed = at::zeros({segment}, inputs[bucket.front()].options());
@@ -170,7 +172,7 @@ Work coalesced_all_gather(Communicator& comm, const std::vector<at::Tensor>& inp
       offset += chunk_numel_max(outputs[i].numel(), ws);
     }
     at::Tensor result = at::empty({segment * ws}, packed.options());
-    parts.push_back(adapt(comm.all_gather(packed, result)));
+    parts.push_back(adapt(all_gather(packed, result)));
     unpack.push_back([result, targets, segment, ws] {
       for (const auto& [out, at_offset] : targets) {
         at::Tensor gathered = at::empty({out.numel()}, out.options());
@@ -182,7 +184,7 @@ Work coalesced_all_gather(Communicator& comm, const std::vector<at::Tensor>& inp
       }
     });
   }
-  return group(std::move(parts), [unpack] { for (const auto& f : unpack) f(); }, comm.options().timeout);
+  return group(std::move(parts), [unpack] { for (const auto& f : unpack) f(); }, how.timeout);
 }
 
 }  // namespace zerotrain::comm::detail

@@ -6,6 +6,10 @@
 
 #include "zerotrain/comm/coalesced.h"
 #include "zerotrain/comm/collective_work.h"
+#include "zerotrain/comm/mpi/mpi_backend.h"
+#include "zerotrain/comm/shm/shm_backend.h"
+#include "zerotrain/comm/threads/threads_backend.h"
+#include "zerotrain/comm/transports.h"
 #include "zerotrain/config/config.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
@@ -63,6 +67,12 @@ at::Tensor flat(const at::Tensor& t) { return t.contiguous().view(-1); }
 void copy_back(const at::Tensor& dst, const at::Tensor& flat_src) {
   if (dst.is_contiguous() && dst.data_ptr() == flat_src.data_ptr()) return;
   dst.copy_(flat_src.view(dst.sizes()));
+}
+
+// What the coalesced collectives (coalesced.h) need of `comm`; they issue each bucket as one
+// of its plain collectives.
+detail::Coalescing coalescing_of(const Communicator& comm) {
+  return {comm.rank(), comm.world_size(), comm.options().bucket_nbytes, comm.options().timeout};
 }
 
 }  // namespace
@@ -265,31 +275,23 @@ Communicator Communicator::init(const RendezvousInfo& where, CommOptions options
   options = apply_env(options);
   auto state = std::make_shared<CommState>();
   state->options = options;
+  const bool shm_required = options.backend == BackendKind::kShm;
   BackendKind kind = options.backend;
-  if (where.world_size == 1 && kind != BackendKind::kNccl) {
+  if (kind == BackendKind::kAuto || shm_required) {
+    kind = where.source == LaunchSource::kOpenMpi && detail::mpi_compiled() ? BackendKind::kMpi : BackendKind::kGloo;
+  }
+  const detail::Transport* chosen = detail::find_transport(kind);
+  if (where.world_size == 1 && (chosen == nullptr || !chosen->on_device)) {
     state->backend = std::move(detail::make_thread_backends(1, options).front());
     ZT_LOG_DEBUG("comm: a world of one; collectives are local copies");
     return Communicator(state);
   }
-  const bool shm_required = kind == BackendKind::kShm;
   ZT_CHECK(!shm_required || options.shared_memory, ConfigError,
            "comm.backend \"shm\" asks for shared memory but ZEROTRAIN_SHM=0 turns it off; drop one of the two");
-  if (kind == BackendKind::kAuto || shm_required) {
-    kind = where.source == LaunchSource::kOpenMpi && detail::mpi_compiled() ? BackendKind::kMpi : BackendKind::kGloo;
-  }
-  switch (kind) {
-    case BackendKind::kGloo: state->backend = detail::make_gloo_backend(where, options); break;
-    case BackendKind::kMpi: state->backend = detail::make_mpi_backend(where, options); break;
-    case BackendKind::kNccl: state->backend = detail::make_nccl_backend(where, options); break;
-    case BackendKind::kThreads:
-      throw ConfigError(str("the threads backend joins threads of one process (Communicator::make_thread_world); a "
-                            "job of ", where.world_size, " processes needs gloo or mpi"));
-    case BackendKind::kProcessGroup:
-      throw ConfigError("a torch.distributed process group is adopted (comm/process_group.h), not opened by name");
-    case BackendKind::kAuto:
-    case BackendKind::kShm: ZT_INTERNAL_ASSERT(false, "resolved above");
-  }
-  if (kind != BackendKind::kNccl && (options.shared_memory || shm_required)) {
+  ZT_CHECK(chosen != nullptr, ConfigError,
+           "a torch.distributed process group is adopted (comm::adopt_process_group), not opened by name");
+  state->backend = chosen->open(where, options);
+  if (!chosen->on_device && (options.shared_memory || shm_required)) {
     state->backend = detail::make_shm_backend(std::move(state->backend), options, shm_required);
   }
   if (where.rank == 0) {
@@ -322,15 +324,21 @@ Work Communicator::all_gather(const at::Tensor& input, const at::Tensor& output)
 }
 Work Communicator::broadcast(const at::Tensor& tensor, int root) { return Issuer{state_}.broadcast(tensor, root); }
 Work Communicator::barrier() { return Issuer{state_}.barrier(); }
+
 Work Communicator::all_reduce_coalesced(const std::vector<at::Tensor>& tensors, ReduceOp op) {
-  return detail::coalesced_all_reduce(*this, tensors, op);
+  return detail::coalesced_all_reduce(coalescing_of(*this), tensors,
+                                      [this, op](const at::Tensor& t) { return all_reduce(t, op); });
 }
 Work Communicator::reduce_scatter_coalesced(const std::vector<at::Tensor>& inputs,
                                             const std::vector<at::Tensor>& outputs, ReduceOp op) {
-  return detail::coalesced_reduce_scatter(*this, inputs, outputs, op);
+  return detail::coalesced_reduce_scatter(
+      coalescing_of(*this), inputs, outputs,
+      [this, op](const at::Tensor& in, const at::Tensor& out) { return reduce_scatter(in, out, op); });
 }
 Work Communicator::all_gather_coalesced(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
-  return detail::coalesced_all_gather(*this, inputs, outputs);
+  return detail::coalesced_all_gather(
+      coalescing_of(*this), inputs, outputs,
+      [this](const at::Tensor& in, const at::Tensor& out) { return all_gather(in, out); });
 }
 
 std::vector<std::string> Communicator::composed_paths() const {

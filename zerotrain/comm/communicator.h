@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "zerotrain/comm/rendezvous.h"
+#include "zerotrain/comm/rendezvous/rendezvous.h"
 #include "zerotrain/comm/types.h"
 #include "zerotrain/comm/work.h"
 
@@ -39,15 +39,16 @@ class Backend;
 
 class Communicator {
  public:
-  // Joins the job described by the environment (rendezvous.h) with options.backend (after
-  // apply_env). With no launcher environment this is a world of one.
+  // Joins the job described by the environment (rendezvous/rendezvous.h) with
+  // options.backend (after apply_env). With no launcher environment this is a world of one.
   static Communicator init(CommOptions options = {});
   // Joins the job described by `where` (for callers that have their own rendezvous).
   static Communicator init(const RendezvousInfo& where, CommOptions options = {});
   // world_size communicators whose ranks are threads of this process: use rank r's
   // communicator only from rank r's thread. For tests and for stage logic at any world size.
   static std::vector<Communicator> make_thread_world(int world_size, CommOptions options = {});
-  // Over a backend made outside init (comm/process_group.h adopts a c10d process group).
+  // Over a backend made outside init (comm/process_group/process_group.h adopts a c10d
+  // process group).
   static Communicator from_backend(std::unique_ptr<detail::Backend> backend, CommOptions options);
 
   int rank() const;

@@ -2,7 +2,7 @@
 
 #include <torch/cuda.h>
 
-#include "zerotrain/comm/backend.h"
+#include "zerotrain/comm/mpi/mpi_backend.h"
 
 namespace zerotrain::comm {
 

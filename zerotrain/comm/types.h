@@ -17,7 +17,7 @@ enum class ReduceOp { kSum, kAvg, kMax };
 // Under kAuto, kGloo and kMpi, ranks that share a host also talk over shared memory
 // (comm/shm/, CommOptions::shared_memory); kShm insists on it.
 // kProcessGroup: collectives over a c10d process group made outside the engine (the Python
-// script's torch.distributed group, comm/process_group.h); never chosen by name.
+// script's torch.distributed group, comm/process_group/process_group.h); never chosen by name.
 enum class BackendKind { kAuto, kGloo, kMpi, kNccl, kThreads, kProcessGroup, kShm };
 
 const char* to_string(ReduceOp op);

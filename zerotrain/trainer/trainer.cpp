@@ -16,7 +16,7 @@
 
 #include "zerotrain/activation/checkpoint.h"
 #include "zerotrain/checkpoint/locate.h"
-#include "zerotrain/comm/rendezvous.h"
+#include "zerotrain/comm/rendezvous/rendezvous.h"
 #include "zerotrain/comm/report.h"
 #include "zerotrain/config/resolve.h"
 #include "zerotrain/config/stage_traits.h"

@@ -15,10 +15,10 @@
 #include <algorithm>
 #include <map>
 
-#include "zerotrain/comm/backend.h"
 #include "zerotrain/comm/collective_work.h"
 #include "zerotrain/comm/shm/host_identity.h"
 #include "zerotrain/comm/shm/local_group.h"
+#include "zerotrain/comm/shm/shm_backend.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
 

@@ -1,3 +1,5 @@
+// comm/rendezvous/: how the ranks meet: the launchers' environment, the store, the job token.
+//
 // Where this process sits in the job, read from the environment that the launchers set:
 // torchrun / DeepSpeed / `zerotrain launch` (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT), Slurm (SLURM_PROCID, SLURM_NTASKS, ...) and OpenMPI's mpirun

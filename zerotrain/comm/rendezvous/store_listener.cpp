@@ -1,4 +1,4 @@
-#include "zerotrain/comm/store_listener.h"
+#include "zerotrain/comm/rendezvous/store_listener.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

@@ -1,14 +1,15 @@
-// The backend over an adopted c10d process group (comm/process_group.h). It only forwards:
-// the group's own backends own the transport, and the Communicator composes what they lack.
-#include "zerotrain/comm/process_group.h"
+// The backend over an adopted c10d process group (comm/process_group/process_group.h). It only
+// forwards: the group's own backends own the transport, and the Communicator composes what
+// they lack.
+#include "zerotrain/comm/process_group/process_group.h"
 
 #include <mutex>
 #include <set>
 #include <utility>
 #include <vector>
 
-#include "zerotrain/comm/c10d_backend.h"
-#include "zerotrain/comm/store.h"
+#include "zerotrain/comm/c10d/c10d_backend.h"
+#include "zerotrain/comm/rendezvous/store.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
 

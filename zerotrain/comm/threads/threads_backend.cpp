@@ -3,12 +3,13 @@
 // rank computes its own result from all of them (in rank order, so every rank gets the
 // same bits); after the second, nobody reads an input any more and results are written.
 // Operations complete while being issued; the Work returned is already done.
+#include "zerotrain/comm/threads/threads_backend.h"
+
 #include <ATen/ATen.h>
 
 #include <condition_variable>
 #include <mutex>
 
-#include "zerotrain/comm/backend.h"
 #include "zerotrain/comm/collective_work.h"
 #include "zerotrain/core/error.h"
 
@@ -182,6 +183,12 @@ std::vector<std::unique_ptr<Backend>> make_thread_backends(int world_size, const
   std::vector<std::unique_ptr<Backend>> backends;
   for (int r = 0; r < world_size; ++r) backends.push_back(std::make_unique<ThreadsBackend>(world, board, r));
   return backends;
+}
+
+std::unique_ptr<Backend> make_threads_backend(const RendezvousInfo& where, const CommOptions& options) {
+  ZT_CHECK(where.world_size == 1, ConfigError, "the threads backend joins threads of one process "
+           "(Communicator::make_thread_world); a job of ", where.world_size, " processes needs gloo or mpi");
+  return std::move(make_thread_backends(1, options).front());
 }
 
 }  // namespace zerotrain::comm::detail

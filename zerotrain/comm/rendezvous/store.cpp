@@ -1,8 +1,8 @@
-#include "zerotrain/comm/store.h"
+#include "zerotrain/comm/rendezvous/store.h"
 
 #include "zerotrain/comm/backend.h"
-#include "zerotrain/comm/job_token.h"
-#include "zerotrain/comm/store_listener.h"
+#include "zerotrain/comm/rendezvous/job_token.h"
+#include "zerotrain/comm/rendezvous/store_listener.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

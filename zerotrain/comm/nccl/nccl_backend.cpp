@@ -19,8 +19,8 @@
 #include <thread>
 
 #include "zerotrain/comm/backend.h"
-#include "zerotrain/comm/c10d_flat.h"
-#include "zerotrain/comm/store.h"
+#include "zerotrain/comm/c10d/c10d_flat.h"
+#include "zerotrain/comm/rendezvous/store.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"
 
@@ -193,11 +193,11 @@ class NcclBackend final : public Backend {
 }  // namespace
 }  // namespace zerotrain::comm::detail
 
-// The plugin's entry point, which comm/nccl_loader.cpp looks up by name. The plugin defines no
-// other symbol that a program also defines: it is linked without -Bsymbolic, so that its calls
-// into the C++ runtime bind to the program's copy (a second copy, bound privately, would see
-// locale facets registered with the first: an integer formatted here crashed on a toolchain
-// that links libstdc++ into each binary).
+// The plugin's entry point, which comm/nccl/nccl_loader.cpp looks up by name. The plugin
+// defines no other symbol that a program also defines: it is linked without -Bsymbolic, so that
+// its calls into the C++ runtime bind to the program's copy (a second copy, bound privately,
+// would see locale facets registered with the first: an integer formatted here crashed on a
+// toolchain that links libstdc++ into each binary).
 extern "C" __attribute__((visibility("default"))) zerotrain::comm::detail::Backend* zerotrain_make_nccl_backend(
     const zerotrain::comm::RendezvousInfo& where, const zerotrain::comm::CommOptions& options) {
   return new zerotrain::comm::detail::NcclBackend(where, options);

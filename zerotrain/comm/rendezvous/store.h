@@ -8,7 +8,7 @@
 #include <string>
 
 #include "zerotrain/comm/progress.h"
-#include "zerotrain/comm/rendezvous.h"
+#include "zerotrain/comm/rendezvous/rendezvous.h"
 #include "zerotrain/comm/types.h"
 
 namespace zerotrain::comm::detail {

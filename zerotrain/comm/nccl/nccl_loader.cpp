@@ -1,4 +1,4 @@
-// The nccl backend lives in a plugin, libzerotrain_nccl.so (comm/nccl_backend.cpp, built
+// The nccl backend lives in a plugin, libzerotrain_nccl.so (comm/nccl/nccl_backend.cpp, built
 // on c10d's ProcessGroupNCCL), which this file loads the first time a job asks for nccl.
 // ProcessGroupNCCL is part of LibTorch's CUDA half, and linking that into every program
 // would cost each CPU process ~240 MiB of memory (zerotrain/cuda/autoload.cpp says more).
@@ -7,7 +7,7 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
-#include "zerotrain/comm/backend.h"
+#include "zerotrain/comm/nccl/nccl_backend.h"
 #include "zerotrain/comm/report.h"
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"

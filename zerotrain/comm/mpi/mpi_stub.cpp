@@ -1,5 +1,5 @@
 // Built when no MPI library was found at configure time.
-#include "zerotrain/comm/backend.h"
+#include "zerotrain/comm/mpi/mpi_backend.h"
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::comm::detail {

@@ -1,4 +1,4 @@
-#include "zerotrain/comm/rendezvous.h"
+#include "zerotrain/comm/rendezvous/rendezvous.h"
 
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"

@@ -16,8 +16,8 @@
 #include <climits>
 #include <thread>
 
-#include "zerotrain/comm/backend.h"
-#include "zerotrain/comm/store.h"
+#include "zerotrain/comm/mpi/mpi_backend.h"
+#include "zerotrain/comm/rendezvous/store.h"
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::comm::detail {

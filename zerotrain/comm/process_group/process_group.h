@@ -1,3 +1,5 @@
+// comm/process_group/: collectives over a torch.distributed process group the engine adopts.
+//
 // A Communicator over a c10d process group made outside the engine: in a Python script that
 // called torch.distributed.init_process_group, the engine's collectives run on that group
 // instead of a second one (python/zerotrain/comm). The group may be Gloo, NCCL or both

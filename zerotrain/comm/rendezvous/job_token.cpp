@@ -1,4 +1,4 @@
-#include "zerotrain/comm/job_token.h"
+#include "zerotrain/comm/rendezvous/job_token.h"
 
 #include <thread>
 

@@ -1,6 +1,6 @@
 // Built when this LibTorch has no CUDA half or NCCL was not found at configure time
 // (cmake/ZerotrainCuda.cmake, ZEROTRAIN_HAVE_NCCL off).
-#include "zerotrain/comm/backend.h"
+#include "zerotrain/comm/nccl/nccl_backend.h"
 #include "zerotrain/comm/report.h"
 #include "zerotrain/core/error.h"
 

@@ -9,8 +9,9 @@
 
 #include <algorithm>
 
-#include "zerotrain/comm/c10d_backend.h"
-#include "zerotrain/comm/store.h"
+#include "zerotrain/comm/c10d/c10d_backend.h"
+#include "zerotrain/comm/gloo/gloo_backend.h"
+#include "zerotrain/comm/rendezvous/store.h"
 #include "zerotrain/core/env.h"
 #include "zerotrain/core/error.h"
 #include "zerotrain/core/logging.h"

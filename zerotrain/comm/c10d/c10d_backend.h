@@ -1,11 +1,14 @@
+// comm/c10d/: what the transports built on c10d share (gloo/, nccl/, process_group/).
+//
 // A Backend whose five collectives are forwarded to a c10d group or backend whose work
-// completes on the host: ProcessGroupGloo (gloo_backend.cpp) and an adopted torch.distributed
-// ProcessGroup (process_group_backend.cpp). The derived class makes pg_ and says what its
-// transport reduces and averages. Internal to comm/; include after the group's header.
+// completes on the host: ProcessGroupGloo (gloo/gloo_backend.cpp) and an adopted
+// torch.distributed ProcessGroup (process_group/process_group_backend.cpp). The derived class
+// makes pg_ and says what its transport reduces and averages. Internal to comm/; include
+// after the group's header.
 #pragma once
 
 #include "zerotrain/comm/backend.h"
-#include "zerotrain/comm/c10d_flat.h"
+#include "zerotrain/comm/c10d/c10d_flat.h"
 #include "zerotrain/core/error.h"
 
 namespace zerotrain::comm::detail {
@@ -38,7 +41,8 @@ class C10dBackend : public Backend {
   WorkPtr barrier() override { return wrap(group().barrier()); }
 
  protected:
-  c10::intrusive_ptr<Group> pg_;   // null once released (process_group.h: release_adopted_groups)
+  // Null once released (process_group/process_group.h: release_adopted_groups).
+  c10::intrusive_ptr<Group> pg_;
 
   Group& group() {
     if (!pg_) {
