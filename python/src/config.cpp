@@ -106,8 +106,8 @@ void bind_config(py::module_& m) {
       .def_static("from_file", [](const std::string& path, const py::object& client_optimizer, bool client_scheduler) {
         return load(config::read_json_file(path), request_of(path, client_optimizer, client_scheduler));
       }, py::arg("path"), py::arg("client_optimizer") = py::none(), py::arg("client_scheduler") = false)
-      .def_static("from_text", [](const std::string& text, const std::string& origin, const py::object& client_optimizer,
-                                  bool client_scheduler) {
+      .def_static("from_text", [](const std::string& text, const std::string& origin,
+                                  const py::object& client_optimizer, bool client_scheduler) {
         return load(config::parse_json_text(text, origin), request_of(origin, client_optimizer, client_scheduler));
       }, py::arg("text"), py::arg("origin"), py::arg("client_optimizer") = py::none(),
       py::arg("client_scheduler") = false)
@@ -126,7 +126,8 @@ void bind_config(py::module_& m) {
                         return load(to_json(state[0], "a pickled config"), request);
                       }))
       .def_property_readonly("origin", [](const ConfigHandle& h) { return h.origin; })
-      .def_property_readonly("stage", [](const ConfigHandle& h) { return static_cast<int>(h.config.zero_optimization.stage); })
+      .def_property_readonly("stage",
+                             [](const ConfigHandle& h) { return static_cast<int>(h.config.zero_optimization.stage); })
       .def_property_readonly("precision", [](const ConfigHandle& h) -> py::object {
         if (precision_pending(h.config)) return py::none();
         return py::str(precision_of(h.config));
@@ -147,7 +148,8 @@ void bind_config(py::module_& m) {
       })
       .def_property_readonly("offload", [](const ConfigHandle& h) {
         const auto& z = h.config.zero_optimization;
-        return (z.offload_optimizer && z.offload_optimizer->enabled()) || (z.offload_param && z.offload_param->enabled());
+        return (z.offload_optimizer && z.offload_optimizer->enabled()) ||
+               (z.offload_param && z.offload_param->enabled());
       }, "Whether the optimizer states or the parameters live on the CPU or an NVMe disk")
       .def_property_readonly("comm_backend", [](const ConfigHandle& h) {
         return comm::to_string(comm::apply_env(comm::options_from_config(h.config)).backend);
@@ -157,15 +159,18 @@ void bind_config(py::module_& m) {
                              [](const ConfigHandle& h) { return h.config.train_micro_batch_size_per_gpu.value; })
       .def_property_readonly("gradient_accumulation_steps",
                              [](const ConfigHandle& h) { return h.config.gradient_accumulation_steps.value; })
-      .def_property_readonly("gradient_clipping", [](const ConfigHandle& h) { return h.config.gradient_clipping.value; })
+      .def_property_readonly("gradient_clipping",
+                             [](const ConfigHandle& h) { return h.config.gradient_clipping.value; })
       .def_property_readonly("steps_per_print", [](const ConfigHandle& h) { return h.config.steps_per_print; })
-      .def_property_readonly("wall_clock_breakdown", [](const ConfigHandle& h) { return h.config.wall_clock_breakdown; })
+      .def_property_readonly("wall_clock_breakdown",
+                             [](const ConfigHandle& h) { return h.config.wall_clock_breakdown; })
       .def_property_readonly("gather_16bit_weights_on_model_save", [](const ConfigHandle& h) {
         return h.config.zero_optimization.gather_16bit_weights_on_model_save;
       })
       .def_property_readonly("has_optimizer", [](const ConfigHandle& h) { return h.config.optimizer.has_value(); })
       .def_property_readonly("has_scheduler", [](const ConfigHandle& h) { return h.config.scheduler.has_value(); })
-      .def_property_readonly("unresolved_auto_keys", [](const ConfigHandle& h) { return h.config.unresolved_auto_keys(); })
+      .def_property_readonly("unresolved_auto_keys",
+                             [](const ConfigHandle& h) { return h.config.unresolved_auto_keys(); })
       .def("raw", [](const ConfigHandle& h) { return to_python(h.raw); },
            "A new dict of the config as given (with the \"auto\" values a resolution filled)")
       .def("effective", [](const ConfigHandle& h) { return to_python(h.config.to_json()); },

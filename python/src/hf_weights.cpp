@@ -34,7 +34,7 @@ class FolderWeights {
   // The whole tensor in its stored dtype (buffers: small, and every rank keeps them whole).
   at::Tensor read(const std::string& key) {
     const hf::HfTensorLocation& where = weights_.at(key);
-    at::Tensor out = at::empty(where.entry.shape, at::TensorOptions().dtype(stored_type(where)));
+    at::Tensor out = at::empty(where.entry.shape, at::TensorOptions().dtype(hf::scalar_type_of(where.entry.dtype)));
     hf::read_elements(file_of(where), where, 0, out.numel(), out);
     return out;
   }
@@ -42,26 +42,11 @@ class FolderWeights {
   void close() { open_.clear(); }
 
  private:
-  static at::ScalarType stored_type(const hf::HfTensorLocation& where) {
-    // A host tensor of the file's dtype is read straight into: make one of each dtype.
-    switch (where.entry.dtype) {
-      case checkpoint::Dtype::kF32: return at::kFloat;
-      case checkpoint::Dtype::kBF16: return at::kBFloat16;
-      case checkpoint::Dtype::kF16: return at::kHalf;
-      case checkpoint::Dtype::kF64: return at::kDouble;
-      case checkpoint::Dtype::kBool: return at::kBool;
-      case checkpoint::Dtype::kU8: return at::kByte;
-      case checkpoint::Dtype::kI8: return at::kChar;
-      case checkpoint::Dtype::kI16: return at::kShort;
-      case checkpoint::Dtype::kI32: return at::kInt;
-      case checkpoint::Dtype::kI64: return at::kLong;
-    }
-    throw InternalError("a safetensors dtype without a LibTorch dtype");
-  }
-
   const files::InputFile& file_of(const hf::HfTensorLocation& where) {
     auto& file = open_[where.file];
-    if (!file) file = std::make_unique<files::InputFile>(where.file, files::InputFileOptions{.what = "safetensors file"});
+    if (!file) {
+      file = std::make_unique<files::InputFile>(where.file, files::InputFileOptions{.what = "safetensors file"});
+    }
     return *file;
   }
 
@@ -80,7 +65,8 @@ void bind_hf_weights(py::module_& m) {
         const auto shape = w.shape(key);
         return py::tuple(py::cast(shape));
       })
-      .def("read_range", [](FolderWeights& w, const std::string& key, int64_t begin, int64_t end, const at::Tensor& out) {
+      .def("read_range", [](FolderWeights& w, const std::string& key, int64_t begin, int64_t end,
+                            const at::Tensor& out) {
         py::gil_scoped_release no_gil;
         w.read_range(key, begin, end, out);
       }, py::arg("key"), py::arg("begin"), py::arg("end"), py::arg("out"))

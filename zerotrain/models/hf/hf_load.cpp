@@ -23,22 +23,6 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-at::ScalarType scalar_type_of(checkpoint::Dtype dtype) {
-  switch (dtype) {
-    case checkpoint::Dtype::kF32: return at::kFloat;
-    case checkpoint::Dtype::kBF16: return at::kBFloat16;
-    case checkpoint::Dtype::kF16: return at::kHalf;
-    case checkpoint::Dtype::kF64: return at::kDouble;
-    case checkpoint::Dtype::kBool: return at::kBool;
-    case checkpoint::Dtype::kU8: return at::kByte;
-    case checkpoint::Dtype::kI8: return at::kChar;
-    case checkpoint::Dtype::kI16: return at::kShort;
-    case checkpoint::Dtype::kI32: return at::kInt;
-    case checkpoint::Dtype::kI64: return at::kLong;
-  }
-  return at::ScalarType::Undefined;
-}
-
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -107,6 +91,22 @@ HfReader::HfReader(const std::filesystem::path& dir, const HfModelConfig& config
                                   model_words(config), "); config.json and the weights must be of one model (save "
                                   "both with save_pretrained)"));
   }
+}
+
+at::ScalarType scalar_type_of(checkpoint::Dtype dtype) {
+  switch (dtype) {
+    case checkpoint::Dtype::kF32: return at::kFloat;
+    case checkpoint::Dtype::kBF16: return at::kBFloat16;
+    case checkpoint::Dtype::kF16: return at::kHalf;
+    case checkpoint::Dtype::kF64: return at::kDouble;
+    case checkpoint::Dtype::kBool: return at::kBool;
+    case checkpoint::Dtype::kU8: return at::kByte;
+    case checkpoint::Dtype::kI8: return at::kChar;
+    case checkpoint::Dtype::kI16: return at::kShort;
+    case checkpoint::Dtype::kI32: return at::kInt;
+    case checkpoint::Dtype::kI64: return at::kLong;
+  }
+  return at::ScalarType::Undefined;
 }
 
 void read_elements(const files::InputFile& file, const HfTensorLocation& where, int64_t offset, int64_t numel,

@@ -47,6 +47,9 @@ class HfReader {
   std::map<std::filesystem::path, std::unique_ptr<files::InputFile>> open_;
 };
 
+// LibTorch's dtype of a safetensors dtype (every one the format has).
+at::ScalarType scalar_type_of(checkpoint::Dtype dtype);
+
 // Elements [offset, offset + numel) of the flat row-major tensor at `where` (in `file`) into
 // `out` (contiguous, numel elements, any dtype and device), converted as at::Tensor::copy_
 // converts: straight into `out` when it is a host tensor of the file's dtype, else through
